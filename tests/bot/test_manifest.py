@@ -46,8 +46,8 @@ def manifest() -> dict[str, Any]:
 def schema() -> dict[str, Any]:
     path = _schema_path()
     if path is None:
-        where = f"{REPO.parent / 'shared'} or $SIGNOFF_SHARED_DIR"
-        message = f"Slack's manifest schema ({SCHEMA_NAME}) not found in {where}/slack/"
+        where = f"{REPO.parent / 'shared' / 'slack'}/ (or $SIGNOFF_SHARED_DIR/slack/)"
+        message = f"Slack's manifest schema {SCHEMA_NAME} not found in {where}"
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail(message + " - CI must validate the manifest")
         pytest.skip(message)
