@@ -1,0 +1,181 @@
+"""Taking a run back into ``running``: a click's claim, a person's continue, a cancel.
+
+A claim is one guarded UPDATE: of any number of concurrent callers with the
+same token, exactly one gets the run back; the others change nothing and learn
+who decided and when.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import select, update
+
+from store import approvals as approvals_store
+from store import codec, schema
+from store.effects import Effects
+from store.engine import Database
+from store.records import Approval, Run
+from store.runs import state_is, transition
+from store.states import RunState
+
+t = schema.runs
+
+Refusal = Literal["unknown_token", "already_decided", "expired", "superseded", "not_suspended"]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    run: Run
+    approval: Approval
+
+
+@dataclass(frozen=True)
+class ClaimRefused:
+    reason: Refusal
+    approval: Approval | None
+    run: Run | None
+
+
+async def claim(
+    db: Database,
+    token: str,
+    *,
+    decision: str,
+    actor: str,
+    reason: str | None,
+    owner_id: str,
+    now: datetime,
+    fx: Effects,
+) -> Claimed | ClaimRefused:
+    """suspended -> running for the holder of ``token``; records the decision.
+
+    The winner gets the run with a new lease (epoch + 1) owned by ``owner_id``.
+    A suspension at or past ``expires_at`` cannot be claimed: the expiry sweep
+    and a click at the boundary never both win.
+    """
+    async with db.write() as conn:
+        appr_row = (
+            await conn.execute(select(schema.approvals).where(schema.approvals.c.token == token))
+        ).mappings().first()
+        if appr_row is None:
+            return ClaimRefused("unknown_token", None, None)
+        approval = Approval.from_row(appr_row)
+        run = await transition(
+            conn,
+            run_id=approval.run_id,
+            where=[state_is(RunState.suspended), t.c.pending_token == token, t.c.expires_at > now],
+            values={
+                "state": RunState.running.value,
+                "owner_id": owner_id,
+                "lease_epoch": t.c.lease_epoch + 1,
+                "heartbeat_at": now,
+            },
+            fx=fx,
+            now=now,
+            action="claim",
+        )
+        if run is not None:
+            await conn.execute(
+                update(schema.approvals)
+                .where(schema.approvals.c.token == token)
+                .values(decision=decision, decided_by=actor, decided_at=now, reason=reason)
+            )
+            decided = await approvals_store.get_in(conn, token)
+            assert decided is not None
+            return Claimed(run, decided)
+        # Re-read: on PostgreSQL the winner may have committed while we waited on its lock.
+        approval = await approvals_store.get_in(conn, token) or approval
+        current_stmt = select(t).where(t.c.id == approval.run_id)
+        current = (await conn.execute(current_stmt)).mappings().first()
+    current_run = Run.from_row(current) if current is not None else None
+    return ClaimRefused(_why_refused(approval, current_run, token, now), approval, current_run)
+
+
+def _why_refused(approval: Approval, run: Run | None, token: str, now: datetime) -> Refusal:
+    if approval.decided_by is not None:
+        return "already_decided"
+    if run is None:
+        return "unknown_token"
+    if run.state is RunState.suspended and run.pending_token == token:
+        return "expired"  # still suspended with this token: only the expiry guard refused
+    if run.pending_token != token and run.state in (RunState.suspended, RunState.running):
+        return "superseded"
+    if run.halt_reason == "suspension_expired":
+        return "expired"
+    return "not_suspended"
+
+
+ContinueRefusal = Literal["not_found", "not_halted"]
+
+
+async def continue_halted(
+    db: Database,
+    run_id: str,
+    *,
+    user_id: str,
+    owner_id: str,
+    limits: dict[str, Any],
+    now: datetime,
+    fx: Effects,
+) -> Run | ContinueRefusal:
+    """halted -> running with new limits, for the run's own requester only.
+
+    Someone else's run answers ``not_found``, exactly like a missing one, so run
+    ids leak nothing.
+    """
+    async with db.write() as conn:
+        run = await transition(
+            conn,
+            run_id=run_id,
+            where=[state_is(RunState.halted), t.c.user_id == user_id],
+            values={
+                "state": RunState.running.value,
+                "limits": codec.dumps(limits, what="limits"),
+                "halt_reason": None,
+                "pending_token": None,
+                "owner_id": owner_id,
+                "lease_epoch": t.c.lease_epoch + 1,
+                "heartbeat_at": now,
+            },
+            fx=fx,
+            now=now,
+            action="continue",
+        )
+        if run is not None:
+            return run
+        row = (
+            await conn.execute(select(t.c.user_id).where(t.c.id == run_id))
+        ).first()
+    if row is None or row.user_id != user_id:
+        return "not_found"
+    return "not_halted"
+
+
+async def cancel(
+    db: Database, run_id: str, *, user_id: str, now: datetime, fx: Effects
+) -> Run | ContinueRefusal:
+    """suspended|halted -> failed(cancelled), for the run's own requester only."""
+    async with db.write() as conn:
+        run = await transition(
+            conn,
+            run_id=run_id,
+            where=[state_is(RunState.suspended, RunState.halted), t.c.user_id == user_id],
+            values={
+                "state": RunState.failed.value,
+                "halt_reason": "cancelled",
+                "pending_token": None,
+                "heartbeat_at": None,
+            },
+            fx=fx,
+            now=now,
+            action="cancel",
+        )
+        if run is not None:
+            return run
+        row = (await conn.execute(select(t.c.user_id).where(t.c.id == run_id))).first()
+    if row is None or row.user_id != user_id:
+        return "not_found"
+    return "not_halted"

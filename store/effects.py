@@ -1,0 +1,111 @@
+"""What a transition writes besides the run row, in the same transaction.
+
+Every transition appends events (the audit trail), may append conversation
+messages, and may enqueue outbox rows (what a person must hear). Bundling them
+here is what makes "the state changed but nobody was told" impossible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import codec, schema
+from store.states import LedgerStatus, OutboxState
+
+
+@dataclass(frozen=True)
+class LedgerCompletion:
+    call_id: str
+    status: LedgerStatus
+    result: Any
+
+
+@dataclass
+class Effects:
+    #: Conversation messages to append, in order.
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    #: (kind, data) events to append, in order.
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: (kind, payload) outbox rows to enqueue.
+    outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: Ledger rows to close.
+    ledger: list[LedgerCompletion] = field(default_factory=list)
+
+    def encoded(self) -> EncodedEffects:
+        """Encode every document up front, so a bad one fails before any write."""
+        return EncodedEffects(
+            messages=[
+                codec.dumps(m, what="message", limit=codec.MAX_MESSAGE_BYTES)
+                for m in self.messages
+            ],
+            events=[(k, codec.dumps(d, what=f"event {k!r} data")) for k, d in self.events],
+            outbox=[(k, codec.dumps(p, what=f"outbox {k!r} payload")) for k, p in self.outbox],
+            ledger=[
+                (c.call_id, c.status, codec.dumps(c.result, what=f"result of {c.call_id}"))
+                for c in self.ledger
+            ],
+        )
+
+
+@dataclass(frozen=True)
+class EncodedEffects:
+    messages: list[str]
+    events: list[tuple[str, str]]
+    outbox: list[tuple[str, str]]
+    ledger: list[tuple[str, LedgerStatus, str]]
+
+
+async def apply(
+    conn: AsyncConnection,
+    run_id: str,
+    effects: EncodedEffects,
+    *,
+    message_base: int,
+    event_base: int,
+    now: datetime,
+) -> None:
+    """Write the encoded effects; ``*_base`` are the sequence numbers before this write."""
+    if effects.messages:
+        await conn.execute(
+            insert(schema.run_messages),
+            [
+                {"run_id": run_id, "seq": message_base + i + 1, "message": m}
+                for i, m in enumerate(effects.messages)
+            ],
+        )
+    if effects.events:
+        await conn.execute(
+            insert(schema.run_events),
+            [
+                {"run_id": run_id, "seq": event_base + i + 1, "kind": k, "data": d, "at": now}
+                for i, (k, d) in enumerate(effects.events)
+            ],
+        )
+    if effects.outbox:
+        await conn.execute(
+            insert(schema.outbox),
+            [
+                {
+                    "kind": k,
+                    "run_id": run_id,
+                    "payload": p,
+                    "state": OutboxState.pending.value,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                    "created_at": now,
+                }
+                for k, p in effects.outbox
+            ],
+        )
+    for call_id, status, result in effects.ledger:
+        t = schema.tool_calls
+        await conn.execute(
+            update(t)
+            .where(t.c.run_id == run_id, t.c.call_id == call_id)
+            .values(status=status.value, result=result, finished_at=now)
+        )

@@ -1,0 +1,85 @@
+"""The outbox: every Slack post or update, delivered by a job with retries.
+
+Rows are enqueued inside run transitions (``Effects.outbox``). Delivery picks
+due rows with a short lease (``next_attempt_at`` pushed forward in the same
+UPDATE), so replicas never deliver the same row at once and a deliverer that
+dies leaves its rows due again after the lease. Rows of one run go out in
+order: a row waits while an earlier row of its run is still pending.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, exists, func, literal_column, select, update
+from sqlalchemy.orm import aliased
+
+from store import schema
+from store.engine import Database
+from store.records import OutboxRow
+from store.states import OutboxState
+
+o = schema.outbox
+# A literal, not a bind parameter, so the partial index on pending rows is provable.
+_PENDING = o.c.state == literal_column("'pending'")
+
+
+async def pick_due(
+    db: Database, *, now: datetime, limit: int = 20, lease: timedelta = timedelta(seconds=60)
+) -> list[OutboxRow]:
+    """Lease up to ``limit`` due rows, oldest first, at most one per run."""
+    earlier = aliased(o)
+    blocked = exists().where(
+        earlier.c.run_id == o.c.run_id,
+        earlier.c.state == literal_column("'pending'"),
+        earlier.c.id < o.c.id,
+    )
+    candidates = (
+        select(o.c.id)
+        .where(_PENDING, o.c.next_attempt_at <= now, ~blocked)
+        .order_by(o.c.id)
+        .limit(limit)
+    )
+    if not db.is_sqlite:
+        candidates = candidates.with_for_update(skip_locked=True)
+    stmt = (
+        update(o)
+        .where(o.c.id.in_(candidates.scalar_subquery()), _PENDING)
+        .values(next_attempt_at=now + lease, attempts=o.c.attempts + 1)
+        .returning(*o.c)
+    )
+    async with db.write() as conn:
+        rows = (await conn.execute(stmt)).mappings().all()
+    return sorted((OutboxRow.from_row(r) for r in rows), key=lambda row: row.id)
+
+
+async def mark_sent(db: Database, row_id: int, *, now: datetime) -> None:
+    await _set(db, row_id, state=OutboxState.sent.value, sent_at=now, last_error=None)
+
+
+async def retry_later(db: Database, row_id: int, *, at: datetime, error: str) -> None:
+    await _set(db, row_id, next_attempt_at=at, last_error=error[:2000])
+
+
+async def mark_dead(db: Database, row_id: int, *, error: str) -> None:
+    await _set(db, row_id, state=OutboxState.dead.value, last_error=error[:2000])
+
+
+async def _set(db: Database, row_id: int, **values: object) -> None:
+    async with db.write() as conn:
+        await conn.execute(update(o).where(and_(o.c.id == row_id, _PENDING)).values(**values))
+
+
+async def for_run(db: Database, run_id: str) -> list[OutboxRow]:
+    async with db.read() as conn:
+        rows = (
+            await conn.execute(select(o).where(o.c.run_id == run_id).order_by(o.c.id))
+        ).mappings().all()
+    return [OutboxRow.from_row(r) for r in rows]
+
+
+async def counts(db: Database) -> dict[str, int]:
+    """Rows per state, for health checks and the end-of-suite summary."""
+    async with db.read() as conn:
+        rows = (await conn.execute(select(o.c.state, func.count()).group_by(o.c.state))).all()
+    return {state: int(n) for state, n in rows}

@@ -1,0 +1,133 @@
+"""Typed, immutable views of stored rows, with documents decoded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+
+from store import codec
+from store.states import LedgerStatus, OutboxState, RunState
+
+
+@dataclass(frozen=True)
+class Run:
+    id: str
+    user_id: str
+    question: str
+    route: str | None
+    state: RunState
+    step: int
+    spend_usd: float
+    tool_calls: int
+    elapsed_ms: int
+    limits: dict[str, Any]
+    scope_snapshot: Any
+    scope_resolved_at: datetime | None
+    pending: dict[str, Any] | None
+    pending_token: str | None
+    pending_preview: dict[str, Any] | None
+    pending_preview_digest: str | None
+    expires_at: datetime | None
+    halt_reason: str | None
+    answer: str | None
+    recovery_attempts: int
+    owner_id: str | None
+    lease_epoch: int
+    heartbeat_at: datetime | None
+    snapshot_version: int
+    app_fingerprint: str
+    slack_channel: str | None
+    slack_ts: str | None
+    message_seq: int
+    event_seq: int
+    started_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> Run:
+        data = dict(row)
+        for key in ("limits", "scope_snapshot", "pending", "pending_preview"):
+            data[key] = codec.loads(data[key])
+        data["state"] = RunState(data["state"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Event:
+    run_id: str
+    seq: int
+    kind: str
+    data: dict[str, Any]
+    at: datetime
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> Event:
+        return cls(row["run_id"], row["seq"], row["kind"], codec.loads(row["data"]), row["at"])
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    run_id: str
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    idempotency_key: str
+    status: LedgerStatus
+    result: Any
+    started_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> LedgerEntry:
+        data = dict(row)
+        data["args"] = codec.loads(data["args"])
+        data["result"] = codec.loads(data["result"])
+        data["status"] = LedgerStatus(data["status"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Approval:
+    token: str
+    run_id: str
+    call_id: str
+    tool: str
+    digest: str
+    card: dict[str, Any]
+    slack_channel: str | None
+    slack_ts: str | None
+    decision: str | None
+    decided_by: str | None
+    decided_at: datetime | None
+    reason: str | None
+    created_at: datetime
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> Approval:
+        data = dict(row)
+        data["card"] = codec.loads(data["card"])
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class OutboxRow:
+    id: int
+    kind: str
+    run_id: str
+    payload: dict[str, Any]
+    state: OutboxState
+    attempts: int
+    next_attempt_at: datetime
+    last_error: str | None
+    created_at: datetime
+    sent_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: RowMapping) -> OutboxRow:
+        data = dict(row)
+        data["payload"] = codec.loads(data["payload"])
+        data["state"] = OutboxState(data["state"])
+        return cls(**data)

@@ -1,0 +1,306 @@
+"""Run transitions: each one guarded UPDATE, with its effects, in one transaction.
+
+Every function here is safe to call from any number of processes at once. A
+transition checks, inside its UPDATE, the state (and lease epoch) it expects;
+when another caller got there first it changes nothing and says so (``None``
+or LeaseLost), never half-applies.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, insert, literal_column, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store import codec, effects, errors, schema
+from store.effects import Effects
+from store.engine import Database
+from store.records import Run
+from store.states import RunState
+
+log = logging.getLogger(__name__)
+t = schema.runs
+
+
+def state_is(*states: RunState) -> ColumnElement[bool]:
+    """A state predicate rendered as SQL literals, so partial indexes are provable."""
+    if len(states) == 1:
+        return t.c.state == literal_column(f"'{states[0].value}'")
+    return t.c.state.in_([literal_column(f"'{s.value}'") for s in states])
+
+
+async def transition(
+    conn: AsyncConnection,
+    *,
+    run_id: str,
+    where: Sequence[ColumnElement[bool]],
+    values: dict[str, Any],
+    fx: Effects,
+    now: datetime,
+    action: str,
+) -> Run | None:
+    """Apply one guarded UPDATE plus its effects; None when the guard did not match."""
+    enc = fx.encoded()
+    stmt = (
+        update(t)
+        .where(t.c.id == run_id, *where)
+        .values(
+            **values,
+            updated_at=now,
+            message_seq=t.c.message_seq + len(enc.messages),
+            event_seq=t.c.event_seq + len(enc.events),
+        )
+        .returning(*t.c)
+    )
+    row = (await conn.execute(stmt)).mappings().first()
+    if row is None:
+        return None
+    run = Run.from_row(row)
+    await effects.apply(
+        conn,
+        run_id,
+        enc,
+        message_base=run.message_seq - len(enc.messages),
+        event_base=run.event_seq - len(enc.events),
+        now=now,
+    )
+    log.info("%s run %s -> %s", action, run_id, run.state.value,
+             extra={"action": action, "run_id": run_id, "state": run.state.value})
+    return run
+
+
+def _held(epoch: int) -> list[ColumnElement[bool]]:
+    return [state_is(RunState.running), t.c.lease_epoch == epoch]
+
+
+@dataclass(frozen=True)
+class NewRun:
+    id: str
+    user_id: str
+    question: str
+    limits: dict[str, Any]
+    owner_id: str
+    snapshot_version: int
+    app_fingerprint: str
+    scope_snapshot: Any = None
+    scope_resolved_at: datetime | None = None
+    slack_channel: str | None = None
+
+
+async def create(db: Database, new: NewRun, *, now: datetime, fx: Effects) -> Run:
+    """Insert a running run held by ``new.owner_id`` at lease epoch 1, with its effects."""
+    limits = codec.dumps(new.limits, what="limits")
+    scope = codec.dumps(new.scope_snapshot, what="scope snapshot")
+    async with db.write() as conn:
+        await conn.execute(
+            insert(t).values(
+                id=new.id,
+                user_id=new.user_id,
+                question=new.question,
+                state=RunState.running.value,
+                limits=limits,
+                scope_snapshot=scope,
+                scope_resolved_at=new.scope_resolved_at,
+                owner_id=new.owner_id,
+                lease_epoch=1,
+                heartbeat_at=now,
+                snapshot_version=new.snapshot_version,
+                app_fingerprint=new.app_fingerprint,
+                slack_channel=new.slack_channel,
+                started_at=now,
+                updated_at=now,
+            )
+        )
+        run = await transition(
+            conn, run_id=new.id, where=[], values={}, fx=fx, now=now, action="create"
+        )
+    assert run is not None
+    return run
+
+
+async def record_step(
+    db: Database,
+    run_id: str,
+    epoch: int,
+    *,
+    now: datetime,
+    fx: Effects,
+    steps: int = 0,
+    spend_usd: float = 0.0,
+    tool_calls: int = 0,
+    elapsed_ms: int = 0,
+    extra: dict[str, Any] | None = None,
+) -> Run:
+    """Persist a step's messages, ledger results and budget together, and heartbeat.
+
+    Raises LeaseLost (nothing written) if the run is no longer running at ``epoch``.
+    """
+    values: dict[str, Any] = {
+        "step": t.c.step + steps,
+        "spend_usd": t.c.spend_usd + spend_usd,
+        "tool_calls": t.c.tool_calls + tool_calls,
+        "elapsed_ms": t.c.elapsed_ms + elapsed_ms,
+        "heartbeat_at": now,
+        **(extra or {}),
+    }
+    async with db.write() as conn:
+        run = await transition(
+            conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,
+            action="step",
+        )
+    if run is None:
+        raise errors.LeaseLost(run_id, epoch)
+    return run
+
+
+async def heartbeat(db: Database, run_id: str, epoch: int, *, now: datetime) -> bool:
+    """Refresh the lease; False when this holder has lost it."""
+    async with db.write() as conn:
+        result = await conn.execute(
+            update(t).where(t.c.id == run_id, *_held(epoch)).values(heartbeat_at=now)
+        )
+    return result.rowcount == 1
+
+
+@dataclass(frozen=True)
+class Suspension:
+    call_id: str
+    tool: str
+    pending: dict[str, Any]
+    preview: dict[str, Any]
+    digest: str
+    token: str
+    expires_at: datetime
+    card: dict[str, Any]
+
+
+async def suspend(
+    db: Database, run_id: str, epoch: int, s: Suspension, *, now: datetime, fx: Effects,
+    elapsed_ms: int = 0,
+) -> Run:
+    """running -> suspended with a fresh pending token and its approval record.
+
+    Also used to re-suspend a claimed run whose preview changed. Raises
+    LeaseLost when the run is not running at ``epoch``.
+    """
+    values = {
+        "state": RunState.suspended.value,
+        "pending": codec.dumps(s.pending, what="pending request"),
+        "pending_preview": codec.dumps(s.preview, what="preview"),
+        "pending_preview_digest": s.digest,
+        "pending_token": s.token,
+        "expires_at": s.expires_at,
+        "elapsed_ms": t.c.elapsed_ms + elapsed_ms,
+        "heartbeat_at": None,
+    }
+    card = codec.dumps(s.card, what="approval card")
+    async with db.write() as conn:
+        run = await transition(
+            conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,
+            action="suspend",
+        )
+        if run is None:
+            raise errors.LeaseLost(run_id, epoch)
+        await conn.execute(
+            insert(schema.approvals).values(
+                token=s.token, run_id=run_id, call_id=s.call_id, tool=s.tool,
+                digest=s.digest, card=card, created_at=now,
+            )
+        )
+    return run
+
+
+async def halt(
+    db: Database, run_id: str, epoch: int, reason: str, *, now: datetime, fx: Effects,
+    elapsed_ms: int = 0,
+) -> Run:
+    """running -> halted(reason). Raises LeaseLost when not held at ``epoch``."""
+    return await _end(db, run_id, epoch, RunState.halted, now=now, fx=fx,
+                      values={"halt_reason": reason, "elapsed_ms": t.c.elapsed_ms + elapsed_ms})
+
+
+async def finish(
+    db: Database, run_id: str, epoch: int, answer: str, *, now: datetime, fx: Effects,
+    elapsed_ms: int = 0,
+) -> Run:
+    """running -> answered. Raises LeaseLost when not held at ``epoch``."""
+    return await _end(db, run_id, epoch, RunState.answered, now=now, fx=fx,
+                      values={"answer": answer, "elapsed_ms": t.c.elapsed_ms + elapsed_ms})
+
+
+async def fail(
+    db: Database, run_id: str, epoch: int, reason: str, *, now: datetime, fx: Effects,
+    elapsed_ms: int = 0,
+) -> Run:
+    """running -> failed(reason). Raises LeaseLost when not held at ``epoch``."""
+    return await _end(db, run_id, epoch, RunState.failed, now=now, fx=fx,
+                      values={"halt_reason": reason, "elapsed_ms": t.c.elapsed_ms + elapsed_ms})
+
+
+async def _end(
+    db: Database, run_id: str, epoch: int, state: RunState, *, now: datetime, fx: Effects,
+    values: dict[str, Any],
+) -> Run:
+    values = {**values, "state": state.value, "heartbeat_at": None}
+    async with db.write() as conn:
+        run = await transition(
+            conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,
+            action=state.value,
+        )
+    if run is None:
+        raise errors.LeaseLost(run_id, epoch)
+    return run
+
+
+async def get(db: Database, run_id: str) -> Run:
+    """The run as stored now; RunNotFound if there is none."""
+    async with db.read() as conn:
+        row = (await conn.execute(select(t).where(t.c.id == run_id))).mappings().first()
+    if row is None:
+        raise errors.RunNotFound(run_id)
+    return Run.from_row(row)
+
+
+async def find(db: Database, run_id: str) -> Run | None:
+    try:
+        return await get(db, run_id)
+    except errors.RunNotFound:
+        return None
+
+
+async def list_runs(
+    db: Database,
+    *,
+    states: Sequence[RunState] = (),
+    user_id: str | None = None,
+    limit: int = 50,
+) -> list[Run]:
+    """Newest first."""
+    stmt = select(t).order_by(t.c.started_at.desc(), t.c.id).limit(limit)
+    if states:
+        stmt = stmt.where(state_is(*states))
+    if user_id is not None:
+        stmt = stmt.where(t.c.user_id == user_id)
+    async with db.read() as conn:
+        rows = (await conn.execute(stmt)).mappings().all()
+    return [Run.from_row(r) for r in rows]
+
+
+async def count(db: Database) -> int:
+    async with db.read() as conn:
+        return int((await conn.execute(select(func.count()).select_from(t))).scalar_one())
+
+
+async def set_thread(db: Database, run_id: str, channel: str, ts: str) -> None:
+    """Remember where the run's first card was posted, so notices go in its thread."""
+    async with db.write() as conn:
+        await conn.execute(
+            update(t)
+            .where(t.c.id == run_id, t.c.slack_ts.is_(None))
+            .values(slack_channel=channel, slack_ts=ts)
+        )

@@ -1,0 +1,143 @@
+"""Scheduled sweeps: expire stale suspensions, take over orphaned runs.
+
+Both read candidates through their partial index and then move each run with a
+guarded UPDATE that re-checks what the sweep decided on, so any number of
+sweepers (tasks or replicas) move each run once. On PostgreSQL candidates are
+locked with ``SKIP LOCKED`` so concurrent sweepers split the work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, select
+
+from store import schema
+from store.effects import Effects
+from store.engine import Database
+from store.records import Run
+from store.runs import state_is, transition
+from store.states import RunState
+
+t = schema.runs
+
+
+def expiry_candidates(now: datetime, limit: int) -> Select[Any]:
+    return (
+        select(t.c.id)
+        .where(state_is(RunState.suspended), t.c.expires_at <= now)
+        .order_by(t.c.expires_at)
+        .limit(limit)
+    )
+
+
+def orphan_candidates(stale_before: datetime, limit: int) -> Select[Any]:
+    return (
+        select(t.c.id, t.c.lease_epoch, t.c.recovery_attempts)
+        .where(state_is(RunState.running), t.c.heartbeat_at < stale_before)
+        .order_by(t.c.heartbeat_at)
+        .limit(limit)
+    )
+
+
+async def expire_due(
+    db: Database,
+    *,
+    now: datetime,
+    effects_for: Callable[[Run], Effects],
+    limit: int = 100,
+) -> list[Run]:
+    """suspended -> halted(suspension_expired) for every run whose ``expires_at`` <= now.
+
+    ``effects_for`` gets the run as it was before expiry and returns the events
+    and outbox rows to write with it. A click racing this sweep either claimed
+    first (the run is no longer suspended: skipped) or is refused afterwards.
+    """
+    stmt = expiry_candidates(now, limit)
+    if not db.is_sqlite:
+        stmt = stmt.with_for_update(skip_locked=True)
+    expired: list[Run] = []
+    async with db.write() as conn:
+        ids: list[str] = list((await conn.execute(stmt)).scalars().all())
+        for run_id in ids:
+            before = (await conn.execute(select(t).where(t.c.id == run_id))).mappings().one()
+            run = await transition(
+                conn,
+                run_id=run_id,
+                where=[state_is(RunState.suspended), t.c.expires_at <= now],
+                values={"state": RunState.halted.value, "halt_reason": "suspension_expired"},
+                fx=effects_for(Run.from_row(before)),
+                now=now,
+                action="expire",
+            )
+            if run is not None:
+                expired.append(run)
+    return expired
+
+
+@dataclass
+class Takeovers:
+    #: Runs now held by the sweeper at a new lease epoch; continue them.
+    taken: list[Run] = field(default_factory=list)
+    #: Runs that hit the recovery cap and were failed ``recovery_exhausted``.
+    exhausted: list[Run] = field(default_factory=list)
+
+
+async def take_over_orphans(
+    db: Database,
+    *,
+    now: datetime,
+    stale_before: datetime,
+    owner_id: str,
+    max_attempts: int,
+    exhausted_effects: Callable[[Run], Effects],
+    taken_effects: Callable[[Run], Effects],
+    limit: int = 50,
+) -> Takeovers:
+    """Take over running runs whose heartbeat is older than ``stale_before``.
+
+    Each takeover is one UPDATE that re-checks the state, the lease epoch and
+    the stale heartbeat it decided on, bumps the epoch (fencing the old holder
+    out) and counts the recovery attempt. A run already recovered
+    ``max_attempts`` times is failed instead: an uncapped reaper is an
+    infinite loop with a database behind it.
+    """
+    stmt = orphan_candidates(stale_before, limit)
+    if not db.is_sqlite:
+        stmt = stmt.with_for_update(skip_locked=True)
+    out = Takeovers()
+    async with db.write() as conn:
+        candidates = (await conn.execute(stmt)).all()
+        for run_id, epoch, attempts in candidates:
+            guard = [
+                state_is(RunState.running),
+                t.c.lease_epoch == epoch,
+                t.c.heartbeat_at < stale_before,
+            ]
+            before = Run.from_row(
+                (await conn.execute(select(t).where(t.c.id == run_id))).mappings().one()
+            )
+            if attempts >= max_attempts:
+                run = await transition(
+                    conn, run_id=run_id,
+                    where=[*guard, t.c.recovery_attempts >= max_attempts],
+                    values={"state": RunState.failed.value, "halt_reason": "recovery_exhausted",
+                            "heartbeat_at": None},
+                    fx=exhausted_effects(before), now=now, action="recovery_exhausted",
+                )
+                if run is not None:
+                    out.exhausted.append(run)
+                continue
+            run = await transition(
+                conn, run_id=run_id,
+                where=[*guard, t.c.recovery_attempts < max_attempts],
+                values={"owner_id": owner_id, "lease_epoch": t.c.lease_epoch + 1,
+                        "recovery_attempts": t.c.recovery_attempts + 1, "heartbeat_at": now},
+                fx=taken_effects(before), now=now, action="take_over",
+            )
+            if run is not None:
+                out.taken.append(run)
+    return out

@@ -1,0 +1,145 @@
+"""Fixtures shared by every test package: real databases on both dialects.
+
+SQLite: a fresh file per test (WAL, never ``:memory:``). PostgreSQL: one
+database per test session, created from ``SIGNOFF_TEST_POSTGRES_URL`` (default:
+the local server, when it answers), migrated once and truncated between tests.
+With ``SIGNOFF_REQUIRE_POSTGRES=1`` (CI) an unreachable server fails the
+PostgreSQL tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+from sqlalchemy.engine import make_url
+
+from store import engine as store_engine
+from store import migrate, schema
+from store.engine import Database
+
+DEFAULT_PG_ADMIN_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+
+# Bolt turns on OAuth when these are set; tests never want the caller's Slack settings.
+_KEEP = {
+    "SIGNOFF_TEST_POSTGRES_URL",
+    "SIGNOFF_REQUIRE_POSTGRES",
+    "SIGNOFF_REQUIRE_BROWSER",
+    "SIGNOFF_SHARED_DIR",
+}
+for _name in list(os.environ):
+    if _name.startswith(("SLACK_", "SIGNOFF_", "DATABASE_URL")) and _name not in _KEEP:
+        del os.environ[_name]
+
+
+def _require_postgres() -> bool:
+    return os.environ.get("SIGNOFF_REQUIRE_POSTGRES") == "1"
+
+
+def _asyncpg_dsn(url: str) -> str:
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+async def _pg_admin(url: str, sql: str) -> None:
+    conn = await asyncpg.connect(_asyncpg_dsn(url), timeout=5)
+    try:
+        await conn.execute(sql)
+    finally:
+        await conn.close()
+
+
+class PostgresServer:
+    """The test session's PostgreSQL: can create throwaway databases."""
+
+    def __init__(self, admin_url: str) -> None:
+        self.admin_url = admin_url
+        self.created: list[str] = []
+
+    def create_database(self) -> str:
+        name = f"signoff_test_{secrets.token_hex(4)}"
+        asyncio.run(_pg_admin(self.admin_url, f'CREATE DATABASE "{name}"'))
+        self.created.append(name)
+        return make_url(self.admin_url).set(database=name).render_as_string(hide_password=False)
+
+    def drop_all(self) -> None:
+        for name in self.created:
+            asyncio.run(_pg_admin(self.admin_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    url = os.environ.get("SIGNOFF_TEST_POSTGRES_URL", DEFAULT_PG_ADMIN_URL)
+    try:
+        asyncio.run(_pg_admin(url, "SELECT 1"))
+    except (OSError, asyncpg.PostgresError, TimeoutError) as exc:
+        message = f"PostgreSQL not reachable at {url}: {exc!r}"
+        if _require_postgres():
+            pytest.fail(f"{message} (SIGNOFF_REQUIRE_POSTGRES=1: PostgreSQL tests must run)")
+        pytest.skip(message)
+    server = PostgresServer(url)
+    yield server
+    server.drop_all()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """A migrated database shared by the session's PostgreSQL tests."""
+    url = postgres_server.create_database()
+
+    async def _migrate() -> None:
+        db = store_engine.connect(url)
+        try:
+            await migrate.upgrade(db)
+        finally:
+            await db.dispose()
+
+    asyncio.run(_migrate())
+    return url
+
+
+async def _truncate(db: Database) -> None:
+    names = ", ".join(t.name for t in schema.metadata.sorted_tables)
+    async with db.write() as conn:
+        await conn.exec_driver_sql(f"TRUNCATE {names} RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A migrated, empty database URL, once per dialect."""
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}"
+
+        async def _migrate() -> None:
+            db = store_engine.connect(url)
+            try:
+                await migrate.upgrade(db)
+            finally:
+                await db.dispose()
+
+        asyncio.run(_migrate())
+        return url
+    url = str(request.getfixturevalue("postgres_url"))
+
+    async def _clean() -> None:
+        db = store_engine.connect(url)
+        try:
+            await _truncate(db)
+        finally:
+            await db.dispose()
+
+    asyncio.run(_clean())
+    return url
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = store_engine.connect(database_url)
+    try:
+        yield database
+    finally:
+        await database.dispose()
