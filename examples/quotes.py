@@ -1,0 +1,190 @@
+"""The reference scenario: a sales rep asks for a quote; sending it needs approval.
+
+"draft a quote for Henderson, 200 of SKU-4411": look up the account, draft the
+quote, send it. Sending needs the requester's approval; its preview shows the
+terms as they are *now* (a tier change while waiting changes the digest); its
+guard refuses accounts on credit hold; its reconcile finds a sent quote by
+idempotency key, so a crash mid-send never sends twice.
+
+``SIGNOFF_APP=examples.quotes:app`` (the default). Offline, a ScriptedModel
+plays the agent; with ``SIGNOFF_MODEL_URL`` and ``SIGNOFF_MODEL_API_KEY`` set,
+an OpenAI-compatible model does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from examples.crm import CRM, PRICES, TIERS, price
+from resume.app import App
+from resume.budget import Limits
+from resume.messages import Message, ToolCall, ToolSpec
+from resume.model import Model
+from resume.openai_compat import OpenAICompatibleModel
+from resume.scope import Scope
+from resume.scripted import ScriptedModel
+from resume.tools import Guard, Preview, Reconciliation, Tool, ToolContext
+from store import engine
+
+ASK = re.compile(r"quote for\s+(?P<account>[\w .&-]+?),\s*(?P<qty>\d+)\s+(?:x\s+|of\s+)?"
+                 r"(?P<sku>[A-Z]+-\d+)", re.IGNORECASE)
+
+
+class LookupArgs(BaseModel):
+    account: str = Field(description="Account name, e.g. Henderson")
+
+
+class DraftArgs(BaseModel):
+    account: str
+    sku: str = Field(description="Product SKU, e.g. SKU-4411")
+    quantity: int = Field(gt=0, le=1_000_000)
+
+
+class SendArgs(BaseModel):
+    quote_id: str
+
+
+def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None) -> App:
+    async def lookup(args: LookupArgs, ctx: ToolContext) -> dict[str, Any]:
+        account = await crm.account(args.account)
+        if account is None:
+            return {"error": "unknown_account", "message": f"no account named {args.account}"}
+        return {"account": account["name"], "discount_tier": account["discount_tier"],
+                "credit_hold": account["credit_hold"]}
+
+    async def draft(args: DraftArgs, ctx: ToolContext) -> dict[str, Any]:
+        account = await crm.account(args.account)
+        if account is None or args.sku not in PRICES:
+            return {"error": "unknown_account_or_sku", "message": "check the account and SKU"}
+        row = await crm.draft(account["name"], args.sku, args.quantity, account["discount_tier"])
+        return {"quote_id": row["id"], "account": row["account"], "total": row["total"]}
+
+    async def terms(quote_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        quote = await crm.quote(quote_id)
+        if quote is None:
+            raise ValueError(f"no quote {quote_id}")
+        account = await crm.account(quote["account"])
+        assert account is not None
+        return quote, account
+
+    async def send_preview(args: SendArgs, scope: Scope) -> Preview:
+        quote, account = await terms(args.quote_id)
+        p = price(quote["sku"], quote["quantity"], account["discount_tier"])
+        return Preview(
+            title=f"Send quote {quote['id']} to {quote['account']}",
+            fields=[("Account", quote["account"]), ("SKU", quote["sku"]),
+                    ("Quantity", str(quote["quantity"])), ("Unit price", f"${p.unit_price:,.2f}"),
+                    ("Discount tier", f"{p.discount_tier} ({p.discount_pct:g}%)"),
+                    ("Total", f"${p.total:,.2f}")],
+        )
+
+    async def send_guard(args: SendArgs, scope: Scope, ctx: ToolContext) -> Guard:
+        _, account = await terms(args.quote_id)
+        if account["credit_hold"]:
+            return Guard.blocked("credit_hold", f"{account['name']} is on credit hold")
+        return Guard.passed()
+
+    async def send(args: SendArgs, ctx: ToolContext) -> dict[str, Any]:
+        quote, account = await terms(args.quote_id)
+        p = price(quote["sku"], quote["quantity"], account["discount_tier"])
+        return await crm.send(args.quote_id, p, ctx.idempotency_key)
+
+    async def send_reconcile(key: str, args: SendArgs) -> Reconciliation:
+        found = await crm.sent_with_key(key)
+        return Reconciliation.done(found) if found else Reconciliation.not_done()
+
+    async def scope(user_id: str) -> Scope:
+        names = ["lookup_account", "draft_quote"]
+        if await crm.can_send(user_id):
+            names.append("send_quote")
+        return Scope(user_id=user_id, tools=names, resources={"account": ["*"]})
+
+    tools: list[Tool[Any]] = [
+        Tool(name="lookup_account", description="Look up an account's tier and credit status.",
+             args=LookupArgs, execute=lookup, idempotent=True),
+        Tool(name="draft_quote", description="Draft a quote (not sent).", args=DraftArgs,
+             execute=draft),
+        Tool(name="send_quote", description="Send a drafted quote to the customer.",
+             args=SendArgs, execute=send, preview=send_preview, guard=send_guard,
+             reconcile=send_reconcile, confirm=True,
+             evidence=lambda r: {k: r[k] for k in ("quote_id", "account", "total") if k in r}),
+    ]
+    return App(name="quotes", tools=tools, scope=scope, model=model or scripted_model(),
+               system_prompt="You draft and send sales quotes. Send only drafted quotes.",
+               limits=limits or Limits(max_steps=8, max_spend_usd=0.5, max_tool_calls=8))
+
+
+def _last_result(messages: Sequence[Message]) -> tuple[str | None, dict[str, Any]]:
+    for m in reversed(messages):
+        if m.role == "tool":
+            try:
+                data = json.loads(m.content or "{}")
+            except json.JSONDecodeError:
+                data = {"raw": m.content}
+            return m.name, data if isinstance(data, dict) else {"value": data}
+        if m.role == "user":
+            break
+    return None, {}
+
+
+def quote_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Message:
+    """The offline agent: understands 'draft a quote for <account>, <qty> of <SKU>'."""
+    question = next((m.content or "" for m in messages if m.role == "user"), "")
+    match = ASK.search(question)
+    if match is None:
+        return Message.assistant("Ask me like this: draft a quote for Henderson, 200 of SKU-4411")
+    account, qty, sku = match["account"].strip(), int(match["qty"]), match["sku"].upper()
+    last, data = _last_result(messages)
+    if last is None:
+        return Message.assistant(None, [ToolCall(name="lookup_account",
+                                                 arguments={"account": account})])
+    if "error" in data:
+        return Message.assistant(f"I did not finish: {data.get('message') or data['error']}"
+                                 + (f" ({data['reason']})" if data.get("reason") else ""))
+    if last == "lookup_account":
+        return Message.assistant(None, [ToolCall(name="draft_quote", arguments={
+            "account": data["account"], "sku": sku, "quantity": qty})])
+    if last == "draft_quote":
+        return Message.assistant(None, [ToolCall(name="send_quote",
+                                                 arguments={"quote_id": data["quote_id"]})])
+    return Message.assistant(f"Sent quote {data.get('quote_id')} to {data.get('account')}: "
+                             f"total ${data.get('total', 0):,.2f}.")
+
+
+def scripted_model() -> Model:
+    return ScriptedModel(quote_script, cost_per_call_usd=0.002)
+
+
+def model_from_env() -> Model:
+    url, key = os.environ.get("SIGNOFF_MODEL_URL"), os.environ.get("SIGNOFF_MODEL_API_KEY")
+    if url and key:
+        return OpenAICompatibleModel(
+            base_url=url, api_key=key, model=os.environ.get("SIGNOFF_MODEL_NAME", "gpt-4o-mini"),
+            price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
+        )
+    return scripted_model()
+
+
+_crm: CRM | None = None
+
+
+def crm_from_env() -> CRM:
+    """The CRM on DATABASE_URL (one per process), shared by the app and the sandbox."""
+    global _crm
+    if _crm is None:
+        _crm = CRM(engine.connect(os.environ.get("DATABASE_URL", engine.DEFAULT_URL)))
+    return _crm
+
+
+def app() -> App:
+    """``SIGNOFF_APP=examples.quotes:app``. Call ``crm_from_env().setup()`` before first use."""
+    return build(crm_from_env(), model_from_env())
+
+
+__all__ = ["TIERS", "app", "build", "quote_script"]

@@ -1,0 +1,80 @@
+"""Resuming after a person's click: claim first, then re-check against the world as it is now.
+
+``decide`` is quick (a lookup, the approvers policy, one guarded UPDATE) so a
+Slack handler can run it right after its ack; ``proceed`` does the slow part
+(scope, preview, guards, the tool, the rest of the loop) and is durable: if
+the process dies inside it, the reaper takes the run over.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from resume import loop, notify
+from resume.outcomes import (
+    AlreadyResumed,
+    CallOutcome,
+    Claimed,
+    NotAnApprover,
+    Refusal,
+    Stopped,
+    UnknownOrExpired,
+)
+from resume.runtime import Runtime
+from store import approvals, claims, runs
+from store.effects import Effects
+
+Decision = Literal["approve", "decline"]
+
+
+async def decide(
+    rt: Runtime, token: str, decision: Decision, actor: str, reason: str | None = None
+) -> Claimed | Refusal:
+    """Claim the run for ``actor``'s decision, or say why not. Changes nothing when refused."""
+    approval = await approvals.get(rt.db, token)
+    if approval is None:
+        return UnknownOrExpired("unknown")
+    if approval.decided_by is not None and approval.decided_at is not None:
+        return AlreadyResumed(approval.decision or "", approval.decided_by, approval.decided_at)
+    run = await runs.get(rt.db, approval.run_id)
+    tool = rt.app.tool(approval.tool)
+    if tool is not None and not tool.approvers.allows(actor, run.user_id):
+        return NotAnApprover(actor, run.user_id, tool.approvers.listed(run.user_id))
+    now = rt.now()
+    status: Literal["approved", "declined"] = "approved" if decision == "approve" else "declined"
+    fx = Effects(
+        events=[("decision", {"decision": decision, "by": actor, "call_id": approval.call_id,
+                              "digest": approval.digest, "reason": reason})],
+        outbox=[notify.card_update(run, token, status, at=now, actor=actor, reason=reason)],
+    )
+    result = await claims.claim(rt.db, token, decision=decision, actor=actor, reason=reason,
+                                owner_id=rt.owner_id, now=now, fx=fx)
+    if isinstance(result, claims.Claimed):
+        return Claimed(result.run, approval.call_id, decision)
+    decided = result.approval
+    if result.reason == "already_decided" and decided is not None and decided.decided_by:
+        assert decided.decided_at is not None
+        return AlreadyResumed(decided.decision or "", decided.decided_by, decided.decided_at)
+    if result.reason == "expired":
+        return UnknownOrExpired("expired")
+    if result.reason == "superseded":
+        return UnknownOrExpired("superseded")
+    if result.reason == "unknown_token":
+        return UnknownOrExpired("unknown")
+    return UnknownOrExpired("closed")
+
+
+async def proceed(rt: Runtime, claimed: Claimed) -> CallOutcome:
+    """Resume the claimed run; what happened to the decided call."""
+    driven = await loop.drive(rt, claimed.run)
+    return driven.settled.get(claimed.call_id, Stopped(driven.run))
+
+
+async def resume_after_confirmation(
+    rt: Runtime, token: str, decision: Decision, actor: str, reason: str | None = None
+) -> CallOutcome | Refusal:
+    """``decide`` then, for the winner, ``proceed``."""
+    claimed = await decide(rt, token, decision, actor, reason)
+    if not isinstance(claimed, Claimed):
+        return claimed
+    return await proceed(rt, claimed)

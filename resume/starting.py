@@ -1,0 +1,49 @@
+"""Starting a run: recorded first, then driven."""
+
+from __future__ import annotations
+
+import secrets
+
+from resume import loop
+from resume.app import SNAPSHOT_VERSION
+from resume.messages import Message
+from resume.runtime import Runtime
+from store import runs
+from store.effects import Effects
+from store.records import Run
+
+#: Longest question accepted; the whole question is shown on every approval card.
+MAX_QUESTION_CHARS = 4000
+
+
+def new_run_id() -> str:
+    return f"run_{secrets.token_hex(8)}"
+
+
+async def begin(rt: Runtime, user_id: str, question: str) -> Run:
+    """Create a running run held by this process; drive it with ``loop.drive``."""
+    question = question.strip()
+    if not question:
+        raise ValueError("a run needs a question")
+    if len(question) > MAX_QUESTION_CHARS:
+        raise ValueError(f"the question is {len(question)} characters; the limit is "
+                         f"{MAX_QUESTION_CHARS}")
+    scope = await rt.app.scope(user_id)
+    now = rt.now()
+    new = runs.NewRun(
+        id=new_run_id(), user_id=user_id, question=question,
+        limits=rt.app.limits.model_dump(), owner_id=rt.owner_id,
+        snapshot_version=SNAPSHOT_VERSION, app_fingerprint=rt.app.fingerprint(),
+        scope_snapshot=scope.model_dump(mode="json"), scope_resolved_at=now,
+        slack_channel=None,
+    )
+    fx = Effects(messages=[Message.user(question).model_dump(mode="json")],
+                 events=[("started", {"user": user_id, "app": rt.app.name,
+                                      "limits": new.limits})])
+    return await runs.create(rt.db, new, now=now, fx=fx)
+
+
+async def start(rt: Runtime, user_id: str, question: str) -> Run:
+    """Start a run and drive it until it suspends, halts, answers or fails."""
+    run = await begin(rt, user_id, question)
+    return (await loop.drive(rt, run)).run

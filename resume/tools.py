@@ -1,0 +1,183 @@
+"""Tools: what an agent may call, and how signoff checks it before and after a pause."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from resume.messages import ToolSpec
+from resume.notices import FieldChange, PreviewData
+from resume.scope import Scope
+
+A = TypeVar("A", bound=BaseModel)
+
+
+class Preview(BaseModel):
+    """What an approver is shown. Its digest is what the approval is bound to."""
+
+    model_config = ConfigDict(frozen=True)
+
+    title: str
+    fields: list[tuple[str, str]] = []
+    body: str | None = None
+
+    def canonical(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"),
+                          ensure_ascii=False)
+
+    def digest(self) -> str:
+        """sha256 of the canonical JSON: equal previews, equal digests."""
+        return hashlib.sha256(self.canonical().encode("utf-8")).hexdigest()
+
+    def data(self) -> PreviewData:
+        return PreviewData(title=self.title, fields=self.fields, body=self.body)
+
+
+def diff(old: Preview, new: Preview) -> list[FieldChange]:
+    """Field-by-field changes old -> new, in the new preview's order, then removed fields."""
+    before, after = dict(old.fields), dict(new.fields)
+    changes = [FieldChange(field=k, old=before.get(k), new=v)
+               for k, v in new.fields if before.get(k) != v]
+    changes += [FieldChange(field=k, old=v, new=None) for k, v in old.fields if k not in after]
+    if old.title != new.title:
+        changes.insert(0, FieldChange(field="title", old=old.title, new=new.title))
+    if old.body != new.body:
+        changes.append(FieldChange(field="details", old=old.body, new=new.body))
+    return changes
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A tool's pre-execution check: ok, or a code and a human message."""
+
+    ok: bool
+    code: str | None = None
+    message: str | None = None
+
+    @classmethod
+    def passed(cls) -> Guard:
+        return cls(True)
+
+    @classmethod
+    def blocked(cls, code: str, message: str) -> Guard:
+        return cls(False, code, message)
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What a tool's ``reconcile`` knows about a write made with an idempotency key."""
+
+    outcome: Literal["done", "not_done", "cannot_tell"]
+    result: Any = None
+
+    @classmethod
+    def done(cls, result: Any) -> Reconciliation:
+        return cls("done", result)
+
+    @classmethod
+    def not_done(cls) -> Reconciliation:
+        return cls("not_done")
+
+    @classmethod
+    def cannot_tell(cls) -> Reconciliation:
+        return cls("cannot_tell")
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool sees when it runs."""
+
+    run_id: str
+    user_id: str
+    scope: Scope
+    idempotency_key: str
+    confirmed: bool
+
+
+@dataclass(frozen=True)
+class Approvers:
+    """Who may approve: the requester (default), fixed user ids, or a predicate."""
+
+    users: tuple[str, ...] = ()
+    predicate: Callable[[str, str], bool] | None = None  #: (actor, requester) -> allowed
+
+    def allows(self, actor: str, requester: str) -> bool:
+        if self.predicate is not None:
+            return self.predicate(actor, requester)
+        if self.users:
+            return actor in self.users
+        return actor == requester
+
+    def listed(self, requester: str) -> list[str] | None:
+        """Named approvers for the card; None when it is the requester."""
+        return list(self.users) if self.users else None
+
+
+REQUESTER = Approvers()
+
+
+@dataclass(frozen=True)
+class Tool(Generic[A]):
+    """A tool an agent may call.
+
+    ``confirm`` says whether a person must approve a call first (or a
+    predicate on the arguments and scope). ``reconcile`` answers "did the
+    write with this idempotency key happen?" after a crash; ``idempotent``
+    tools are simply called again with the same key.
+    """
+
+    name: str
+    description: str
+    args: type[A]
+    execute: Callable[[A, ToolContext], Awaitable[dict[str, Any]]]
+    preview: Callable[[A, Scope], Awaitable[Preview]] | None = None
+    guard: Callable[[A, Scope, ToolContext], Awaitable[Guard]] | None = None
+    reconcile: Callable[[str, A], Awaitable[Reconciliation]] | None = None
+    confirm: bool | Callable[[A, Scope], bool] = False
+    approvers: Approvers = REQUESTER
+    idempotent: bool = False
+    dangerous: bool = False
+    #: Key fields of a result, for the evidence in the final notice.
+    evidence: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    tags: Sequence[str] = field(default_factory=tuple)
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description,
+                        parameters=self.args.model_json_schema())
+
+    def parse(self, arguments: dict[str, Any]) -> A:
+        """Validate arguments; raises ValidationError."""
+        return self.args.model_validate(arguments)
+
+    def needs_confirmation(self, args: A, scope: Scope) -> bool:
+        return self.confirm(args, scope) if callable(self.confirm) else self.confirm
+
+    async def render_preview(self, args: A, scope: Scope) -> Preview:
+        if self.preview is not None:
+            return await self.preview(args, scope)
+        fields = [(k, json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else v)
+                  for k, v in args.model_dump(mode="json").items()]
+        return Preview(title=f"Run {self.name}", fields=fields)
+
+    async def check(self, args: A, scope: Scope, ctx: ToolContext) -> Guard:
+        return await self.guard(args, scope, ctx) if self.guard is not None else Guard.passed()
+
+    def key_fields(self, result: Any) -> dict[str, Any]:
+        if not isinstance(result, dict):
+            return {}
+        if self.evidence is not None:
+            return self.evidence(result)
+        scalars = {k: v for k, v in result.items() if isinstance(v, str | int | float | bool)}
+        return dict(list(scalars.items())[:6])
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A short, model-readable account of what was wrong with the arguments."""
+    parts = [f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+             for e in exc.errors()[:5]]
+    return "invalid arguments: " + "; ".join(parts)

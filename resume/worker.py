@@ -1,0 +1,148 @@
+"""A process's hold on one run: the lease, the conversation, and the ways a run ends.
+
+Every write goes through the run's lease epoch. A worker whose lease was taken
+over gets LeaseLost on its next write and stops: a presumed-dead process that
+wakes up writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+from resume import notify
+from resume.messages import Message
+from resume.notices import EvidenceItem
+from resume.outcomes import CallOutcome
+from resume.runtime import Runtime
+from resume.scope import Scope
+from store import codec, errors, runs
+from store.effects import Effects, LedgerCompletion
+from store.records import Run
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Worker:
+    rt: Runtime
+    run: Run
+    conversation: list[Message]
+    scope: Scope
+    #: What happened to each tool call settled during this drive.
+    settled: dict[str, CallOutcome] = field(default_factory=dict)
+    _mark: float = field(default_factory=time.monotonic)
+
+    @property
+    def epoch(self) -> int:
+        return self.run.lease_epoch
+
+    def elapsed_ms(self) -> int:
+        """Active time since the last write; the pause itself is not charged."""
+        now = time.monotonic()
+        spent, self._mark = int((now - self._mark) * 1000), now
+        return spent
+
+    @property
+    def channel(self) -> str | None:
+        return self.rt.approvals_channel
+
+    async def record(self, fx: Effects, **counters: Any) -> Run:
+        self.run = await runs.record_step(
+            self.rt.db, self.run.id, self.epoch, now=self.rt.now(), fx=fx,
+            elapsed_ms=self.elapsed_ms(), **counters,
+        )
+        self.conversation.extend(Message.model_validate(m) for m in fx.messages)
+        return self.run
+
+    async def tool_result(
+        self, call_id: str, tool: str, content: Any, *, events: list[tuple[str, dict[str, Any]]],
+        outbox: list[tuple[str, dict[str, Any]]] | None = None,
+        ledger: LedgerCompletion | None = None, counts_as_call: bool = False,
+    ) -> Run:
+        """Append a tool-result message (what the model will see) with its effects."""
+        text = content if isinstance(content, str) else _result_text(content)
+        message = Message.tool_result(call_id, tool, text).model_dump(mode="json")
+        fx = Effects(messages=[message], events=events, outbox=outbox or [],
+                     ledger=[ledger] if ledger else [])
+        return await self.record(fx, tool_calls=1 if counts_as_call else 0)
+
+    async def halt(self, reason: str, *, detail: str | None = None,
+                   outbox: list[tuple[str, dict[str, Any]]] | None = None) -> Run:
+        notice = notify.notice(self.run, "halted", channel=self.channel, reason=reason,
+                               detail=detail)
+        fx = Effects(events=[("halted", {"reason": reason, "detail": detail})],
+                     outbox=[*(outbox or []), notice])
+        self.run = await runs.halt(self.rt.db, self.run.id, self.epoch, reason,
+                                   now=self.rt.now(), fx=fx, elapsed_ms=self.elapsed_ms())
+        return self.run
+
+    async def fail(self, reason: str, *, detail: str | None = None,
+                   missing: list[str] | None = None,
+                   evidence: list[EvidenceItem] | None = None) -> Run:
+        notice = notify.notice(self.run, "failed", channel=self.channel, reason=reason,
+                               detail=detail, missing=missing, evidence=evidence)
+        fx = Effects(events=[("failed", {"reason": reason, "detail": detail,
+                                         "missing": missing or []})], outbox=[notice])
+        self.run = await runs.fail(self.rt.db, self.run.id, self.epoch, reason,
+                                   now=self.rt.now(), fx=fx, elapsed_ms=self.elapsed_ms())
+        return self.run
+
+    async def finish(self, answer: str, evidence: list[EvidenceItem]) -> Run:
+        notice = notify.notice(self.run, "answered", channel=self.channel, answer=answer,
+                               evidence=evidence)
+        fx = Effects(events=[("answered", {"evidence": [e.model_dump() for e in evidence]})],
+                     outbox=[notice])
+        self.run = await runs.finish(self.rt.db, self.run.id, self.epoch, answer,
+                                     now=self.rt.now(), fx=fx, elapsed_ms=self.elapsed_ms())
+        return self.run
+
+
+def _result_text(result: Any) -> str:
+    try:
+        text = json.dumps(result, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = repr(result)
+    limit = codec.MAX_MESSAGE_BYTES // 2
+    if len(text.encode()) > limit:
+        # The tool's write already happened; keep the record, shorten what the model reads.
+        text = text.encode()[:limit].decode(errors="ignore") + " …[truncated]"
+    return text
+
+
+def ledger_result(result: Any) -> Any:
+    """The result as the ledger can store it (an oversized one becomes a marker)."""
+    try:
+        codec.dumps(result, what="tool result")
+    except errors.StoreError as exc:
+        return {"unstored_result": str(exc), "summary": _result_text(result)[:2000]}
+    return result
+
+
+@asynccontextmanager
+async def keep_alive(rt: Runtime, run: Run) -> AsyncIterator[None]:
+    """Heartbeat the lease while a run is worked on (long tool or model calls included)."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(rt.heartbeat_every)
+            try:
+                if not await runs.heartbeat(rt.db, run.id, run.lease_epoch, now=rt.now()):
+                    return
+            except errors.DatabaseUnavailable:
+                log.warning("heartbeat for run %s failed; will retry", run.id,
+                            extra={"action": "heartbeat", "run_id": run.id})
+
+    task = asyncio.create_task(beat(), name=f"heartbeat-{run.id}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import asyncio
+
+from resume import confirmation, outcomes, starting
+from resume.messages import Message
+from store import events, ledger, messages, outbox, runs
+from store.engine import Database
+from store.states import LedgerStatus, RunState
+from tests.quotes_harness import ASK, quotes_world
+
+
+async def test_quote__approve_sends_once_and_answers_with_evidence(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    assert run.state is RunState.suspended
+    assert await world.crm.sent_count() == 0
+    result = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(result, outcomes.Executed)
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.answered, final.halt_reason
+    assert await world.crm.sent_count("Henderson") == 1
+    assert final.answer and "Sent quote" in final.answer
+    kinds = [r.kind for r in await outbox.for_run(db, run.id)]
+    assert kinds == ["approval_card", "card_update", "run_notice"]
+    notice = (await outbox.for_run(db, run.id))[-1].payload
+    assert notice["event"] == "answered"
+    assert [e["tool"] for e in notice["evidence"]] == ["lookup_account", "draft_quote",
+                                                       "send_quote"]
+
+
+async def test_quote__twenty_concurrent_approvals_resume_once(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    results = await asyncio.gather(*(
+        confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve",
+                                               "U_REP")
+        for _ in range(20)
+    ))
+    assert sum(isinstance(r, outcomes.Executed) for r in results) == 1
+    assert sum(isinstance(r, outcomes.AlreadyResumed) for r in results) == 19
+    assert await world.crm.sent_count() == 1
+    sends = [e for e in await ledger.for_run(db, run.id) if e.tool == "send_quote"]
+    assert len(sends) == 1 and sends[0].status is LedgerStatus.succeeded
+
+
+async def test_quote__resumed_run_keeps_its_spent_budget(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    before = await runs.get(db, run.id)
+    assert before.spend_usd > 0 and before.tool_calls == 2 and before.step == 3
+    await confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve",
+                                                 "U_REP")
+    after = await runs.get(db, run.id)
+    assert after.spend_usd > before.spend_usd
+    assert after.tool_calls == before.tool_calls + 1
+    assert after.elapsed_ms >= before.elapsed_ms
+    assert after.step == before.step + 1
+
+
+async def test_quote__discount_changed_while_waiting_resuspends_with_diff(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    await world.crm.set_tier("Henderson", "silver")
+    result = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(result, outcomes.DetailsChanged)
+    fields = {c.field for c in result.changes}
+    assert "Discount tier" in fields and "Total" in fields
+    after = await runs.get(db, run.id)
+    assert after.state is RunState.suspended and after.pending_token != run.pending_token
+    assert await world.crm.sent_count() == 0
+    cards = [r.payload for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
+    assert len(cards) == 2 and cards[1]["diff"] and cards[1]["replaces_token"] == run.pending_token
+    # the old card cannot be used again; the new one can
+    stale = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(stale, outcomes.AlreadyResumed)
+    fresh = await confirmation.resume_after_confirmation(
+        world.rt, after.pending_token or "", "approve", "U_REP")
+    assert isinstance(fresh, outcomes.Executed)
+    assert await world.crm.sent_count() == 1
+
+
+async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    await world.crm.set_credit_hold("Henderson", True)
+    result = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(result, outcomes.Blocked) and result.code == "credit_hold"
+    assert await world.crm.sent_count() == 0
+    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    tool_msgs = [m for m in convo if m.role == "tool" and m.name == "send_quote"]
+    assert tool_msgs and "credit_hold" in (tool_msgs[-1].content or "")
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.answered and "credit hold" in (final.answer or "")
+
+
+async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    await world.crm.set_can_send("U_REP", False)
+    result = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(result, outcomes.NoLongerPermitted)
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.halted and final.halt_reason == "no_longer_permitted"
+    assert await world.crm.sent_count() == 0
+
+
+async def test_quote__decline_with_reason_reaches_the_model(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    result = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "decline", "U_REP", "wrong SKU")
+    assert isinstance(result, outcomes.Declined) and result.reason == "wrong SKU"
+    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    last_tool = [m for m in convo if m.role == "tool"][-1]
+    assert "declined_by_user" in (last_tool.content or "")
+    assert "wrong SKU" in (last_tool.content or "")
+    assert await world.crm.sent_count() == 0
+
+
+async def test_quote__non_approver_changes_nothing(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    refused = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_OTHER")
+    assert isinstance(refused, outcomes.NotAnApprover)
+    same = await runs.get(db, run.id)
+    assert same.state is RunState.suspended and same.lease_epoch == run.lease_epoch
+    assert not await events.for_run(db, run.id, kind="decision")
+    ok = await confirmation.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(ok, outcomes.Executed)
+    assert await world.crm.sent_count() == 1
+
+
+async def test_quote__unknown_token_is_refused(db: Database) -> None:
+    world = await quotes_world(db)
+    result = await confirmation.resume_after_confirmation(world.rt, "nope", "approve", "U_REP")
+    assert result == outcomes.UnknownOrExpired("unknown")
