@@ -50,31 +50,37 @@ class SendArgs(BaseModel):
     quote_id: str
 
 
-def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None) -> App:
-    async def lookup(args: LookupArgs, ctx: ToolContext) -> dict[str, Any]:
-        account = await crm.account(args.account)
+class QuoteTools:
+    """The tools' behaviour, over the example CRM."""
+
+    def __init__(self, crm: CRM) -> None:
+        self.crm = crm
+
+    async def lookup(self, args: LookupArgs, ctx: ToolContext) -> dict[str, Any]:
+        account = await self.crm.account(args.account)
         if account is None:
             return {"error": "unknown_account", "message": f"no account named {args.account}"}
         return {"account": account["name"], "discount_tier": account["discount_tier"],
                 "credit_hold": account["credit_hold"]}
 
-    async def draft(args: DraftArgs, ctx: ToolContext) -> dict[str, Any]:
-        account = await crm.account(args.account)
+    async def draft(self, args: DraftArgs, ctx: ToolContext) -> dict[str, Any]:
+        account = await self.crm.account(args.account)
         if account is None or args.sku not in PRICES:
             return {"error": "unknown_account_or_sku", "message": "check the account and SKU"}
-        row = await crm.draft(account["name"], args.sku, args.quantity, account["discount_tier"])
+        row = await self.crm.draft(account["name"], args.sku, args.quantity,
+                                   account["discount_tier"])
         return {"quote_id": row["id"], "account": row["account"], "total": row["total"]}
 
-    async def terms(quote_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        quote = await crm.quote(quote_id)
+    async def terms(self, quote_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        quote = await self.crm.quote(quote_id)
         if quote is None:
             raise ValueError(f"no quote {quote_id}")
-        account = await crm.account(quote["account"])
+        account = await self.crm.account(quote["account"])
         assert account is not None
         return quote, account
 
-    async def send_preview(args: SendArgs, scope: Scope) -> Preview:
-        quote, account = await terms(args.quote_id)
+    async def send_preview(self, args: SendArgs, scope: Scope) -> Preview:
+        quote, account = await self.terms(args.quote_id)
         p = price(quote["sku"], quote["quantity"], account["discount_tier"])
         return Preview(
             title=f"Send quote {quote['id']} to {quote['account']}",
@@ -84,38 +90,41 @@ def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None)
                     ("Total", f"${p.total:,.2f}")],
         )
 
-    async def send_guard(args: SendArgs, scope: Scope, ctx: ToolContext) -> Guard:
-        _, account = await terms(args.quote_id)
+    async def send_guard(self, args: SendArgs, scope: Scope, ctx: ToolContext) -> Guard:
+        _, account = await self.terms(args.quote_id)
         if account["credit_hold"]:
             return Guard.blocked("credit_hold", f"{account['name']} is on credit hold")
         return Guard.passed()
 
-    async def send(args: SendArgs, ctx: ToolContext) -> dict[str, Any]:
-        quote, account = await terms(args.quote_id)
+    async def send(self, args: SendArgs, ctx: ToolContext) -> dict[str, Any]:
+        quote, account = await self.terms(args.quote_id)
         p = price(quote["sku"], quote["quantity"], account["discount_tier"])
-        return await crm.send(args.quote_id, p, ctx.idempotency_key)
+        return await self.crm.send(args.quote_id, p, ctx.idempotency_key)
 
-    async def send_reconcile(key: str, args: SendArgs) -> Reconciliation:
-        found = await crm.sent_with_key(key)
+    async def send_reconcile(self, key: str, args: SendArgs) -> Reconciliation:
+        found = await self.crm.sent_with_key(key)
         return Reconciliation.done(found) if found else Reconciliation.not_done()
 
-    async def scope(user_id: str) -> Scope:
+    async def scope(self, user_id: str) -> Scope:
         names = ["lookup_account", "draft_quote"]
-        if await crm.can_send(user_id):
+        if await self.crm.can_send(user_id):
             names.append("send_quote")
         return Scope(user_id=user_id, tools=names, resources={"account": ["*"]})
 
+
+def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None) -> App:
+    q = QuoteTools(crm)
     tools: list[Tool[Any]] = [
         Tool(name="lookup_account", description="Look up an account's tier and credit status.",
-             args=LookupArgs, execute=lookup, idempotent=True),
+             args=LookupArgs, execute=q.lookup, idempotent=True),
         Tool(name="draft_quote", description="Draft a quote (not sent).", args=DraftArgs,
-             execute=draft),
+             execute=q.draft),
         Tool(name="send_quote", description="Send a drafted quote to the customer.",
-             args=SendArgs, execute=send, preview=send_preview, guard=send_guard,
-             reconcile=send_reconcile, confirm=True,
+             args=SendArgs, execute=q.send, preview=q.send_preview, guard=q.send_guard,
+             reconcile=q.send_reconcile, confirm=True,
              evidence=lambda r: {k: r[k] for k in ("quote_id", "account", "total") if k in r}),
     ]
-    return App(name="quotes", tools=tools, scope=scope, model=model or scripted_model(),
+    return App(name="quotes", tools=tools, scope=q.scope, model=model or scripted_model(),
                system_prompt="You draft and send sales quotes. Send only drafted quotes.",
                limits=limits or Limits(max_steps=8, max_spend_usd=0.5, max_tool_calls=8))
 
