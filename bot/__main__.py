@@ -1,0 +1,5 @@
+"""`python -m bot` is the `signoff` command."""
+
+from bot import cli
+
+raise SystemExit(cli.main())
