@@ -1,0 +1,58 @@
+"""The Approve and Decline buttons on an approval card.
+
+Both ack first. Approve then claims (one guarded UPDATE: quick) and, for the
+winner, runs the rest — scope, preview, guards, the tool, the loop — in the
+background after the HTTP response has gone. The card itself is replaced
+through the outbox: the claim enqueued that update in its own transaction.
+Decline opens the reason modal; its submission decides (`decline_modal`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import ids, replies
+from bot.listeners import decisions, decline_modal
+from bot.services import Services
+from resume import confirmation, outcomes
+from store import errors
+
+
+def register(app: AsyncApp, services: Services) -> None:
+    async def on_approve(ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond) -> None:
+        async with services.tracked():
+            await ack()
+            token, user = _token(body), _user(body)
+            try:
+                decided = await confirmation.decide(services.rt, token, "approve", user)
+            except errors.DatabaseUnavailable:
+                await _tell(respond, replies.unavailable())
+                return
+            decisions.settle(services, decided, user)
+            if not isinstance(decided, outcomes.Claimed):
+                await _tell(respond, replies.refusal(decided))
+
+    async def on_decline(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+        async with services.tracked():
+            await ack()
+            # The trigger id is good for 3 seconds: open the modal before anything else.
+            await client.views_open(trigger_id=body["trigger_id"],
+                                    view=decline_modal.reason_view(_token(body)))
+
+    app.action(ids.APPROVE_ACTION)(on_approve)
+    app.action(ids.DECLINE_ACTION)(on_decline)
+
+
+async def _tell(respond: AsyncRespond, text: str) -> None:
+    await respond(text=text, response_type="ephemeral", replace_original=False)
+
+
+def _token(body: dict[str, Any]) -> str:
+    return str(body["actions"][0].get("value") or "")
+
+
+def _user(body: dict[str, Any]) -> str:
+    return str(body["user"]["id"])
