@@ -53,21 +53,38 @@ async def pick_due(
     return sorted((OutboxRow.from_row(r) for r in rows), key=lambda row: row.id)
 
 
-async def mark_sent(db: Database, row_id: int, *, now: datetime) -> None:
-    await _set(db, row_id, state=OutboxState.sent.value, sent_at=now, last_error=None)
+# The marks below take the ``attempts`` value the pick returned: a deliverer
+# slower than its lease must not settle a row another deliverer picked since.
 
 
-async def retry_later(db: Database, row_id: int, *, at: datetime, error: str) -> None:
-    await _set(db, row_id, next_attempt_at=at, last_error=error[:2000])
+async def mark_sent(
+    db: Database, row_id: int, *, now: datetime, attempts: int | None = None
+) -> bool:
+    return await _set(db, row_id, attempts,
+                      state=OutboxState.sent.value, sent_at=now, last_error=None)
 
 
-async def mark_dead(db: Database, row_id: int, *, error: str) -> None:
-    await _set(db, row_id, state=OutboxState.dead.value, last_error=error[:2000])
+async def retry_later(
+    db: Database, row_id: int, *, at: datetime, error: str, attempts: int | None = None
+) -> bool:
+    return await _set(db, row_id, attempts, next_attempt_at=at, last_error=error[:2000])
 
 
-async def _set(db: Database, row_id: int, **values: object) -> None:
+async def mark_dead(
+    db: Database, row_id: int, *, error: str, attempts: int | None = None
+) -> bool:
+    return await _set(db, row_id, attempts, state=OutboxState.dead.value,
+                      last_error=error[:2000])
+
+
+async def _set(db: Database, row_id: int, attempts: int | None, **values: object) -> bool:
+    """True when this caller still held the row and settled it."""
+    where = [o.c.id == row_id, _PENDING]
+    if attempts is not None:
+        where.append(o.c.attempts == attempts)
     async with db.write() as conn:
-        await conn.execute(update(o).where(and_(o.c.id == row_id, _PENDING)).values(**values))
+        result = await conn.execute(update(o).where(and_(*where)).values(**values))
+    return result.rowcount == 1
 
 
 async def for_run(db: Database, run_id: str) -> list[OutboxRow]:

@@ -31,7 +31,7 @@ async def purge(db: Database, *, before: datetime, batch: int = 500) -> int:
         async with db.write() as conn:
             result = await conn.execute(
                 delete(t).where(t.c.id.in_(ids.scalar_subquery()),
-                                state_is(*sorted(PURGEABLE)))
+                                state_is(*sorted(PURGEABLE)), t.c.updated_at < before)
             )
         total += result.rowcount
         if result.rowcount < batch:
