@@ -1,0 +1,182 @@
+"""Sending one outbox row to Slack: where it goes, what it looks like, what is remembered.
+
+Each ``send_*`` function renders a payload from ``resume.notices`` with
+``bot.cards``, makes the Slack call(s), records where an approval card
+landed, and returns. It does not mark the row: ``bot.notifier`` does that
+(and decides what a failure means). A Slack error propagates as raised by
+the client; ``Wait`` and ``Undeliverable`` are this module's own verdicts.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot import cards
+from resume.notices import ApprovalCard, CardUpdate, RunNotice
+from store import approvals, outbox, runs
+from store.engine import Database
+from store.records import OutboxRow
+from store.states import OutboxState
+
+log = logging.getLogger(__name__)
+
+#: How long a card update waits for its card to be posted before looking again.
+CARD_WAIT_SECONDS = 5.0
+
+
+class Undeliverable(Exception):
+    """The row can never be delivered as it stands (bad payload, record gone); it dies."""
+
+
+class Wait(Exception):
+    """Not deliverable yet (e.g. the card to update is not posted); look again later."""
+
+    def __init__(self, reason: str, seconds: float = CARD_WAIT_SECONDS) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.seconds = seconds
+
+
+@dataclass(frozen=True)
+class Sent:
+    """Where a row ended up, for the log; ``note`` says why nothing was posted."""
+
+    channel: str | None
+    ts: str | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class _Thread:
+    channel: str
+    ts: str
+
+
+async def send(db: Database, client: AsyncWebClient, row: OutboxRow) -> Sent:
+    """Deliver ``row`` by kind; raises SlackApiError & co., Wait or Undeliverable."""
+    if row.kind == "approval_card":
+        return await send_card(db, client, ApprovalCard.model_validate(row.payload))
+    if row.kind == "card_update":
+        return await send_update(db, client, CardUpdate.model_validate(row.payload))
+    if row.kind == "run_notice":
+        return await send_notice(db, client, RunNotice.model_validate(row.payload))
+    raise Undeliverable(f"unknown outbox kind {row.kind!r}")
+
+
+async def send_card(db: Database, client: AsyncWebClient, card: ApprovalCard) -> Sent:
+    """Post an approval card, at most once per token.
+
+    The card's channel/ts are stored on its approval record as soon as the
+    post returns, before the row is marked sent. If a previous attempt got
+    that far and then died, the record already has a ts: nothing is posted
+    again, the row is just marked sent.
+    """
+    record = await approvals.get(db, card.token)
+    if record is None:
+        raise Undeliverable(f"no approval record for token of run {card.run_id}; "
+                            "the run was purged or the payload is not from this database")
+    if record.slack_ts is not None and record.slack_channel is not None:
+        await runs.set_thread(db, card.run_id, record.slack_channel, record.slack_ts)
+        return Sent(record.slack_channel, record.slack_ts, note="already posted")
+    text, blocks = cards.approval_card(card)
+    thread = await _card_thread(db, card)
+    if thread is not None:
+        channel, thread_ts = thread.channel, thread.ts
+    else:
+        channel = card.channel or await _dm(client, card.requester)
+        thread_ts = None
+    posted = await _post(client, channel=channel, text=text, blocks=blocks, thread_ts=thread_ts)
+    await approvals.set_card_ref(db, card.token, posted.channel, posted.ts)
+    await runs.set_thread(db, card.run_id, posted.channel, posted.ts)
+    return Sent(posted.channel, posted.ts)
+
+
+async def send_update(db: Database, client: AsyncWebClient, update: CardUpdate) -> Sent:
+    """Replace the card of ``update.token``: buttons gone, a status line instead."""
+    record = await approvals.get(db, update.token)
+    if record is None:
+        raise Undeliverable(f"no approval record for the card of run {update.run_id}")
+    if record.slack_ts is None or record.slack_channel is None:
+        if await _card_still_coming(db, update):
+            raise Wait("the card to update is not posted yet")
+        return Sent(None, None, note="card was never posted; nothing to update")
+    card = ApprovalCard.model_validate(record.card)
+    text, blocks = cards.resolved_card(card, update)
+    await client.chat_update(
+        channel=record.slack_channel, ts=record.slack_ts, text=text, blocks=blocks
+    )
+    return Sent(record.slack_channel, record.slack_ts)
+
+
+async def send_notice(db: Database, client: AsyncWebClient, notice: RunNotice) -> Sent:
+    """Post in the run's thread; without one, to the notice's channel or the requester's DM."""
+    text, blocks = cards.run_notice(notice)
+    run = await runs.find(db, notice.run_id)
+    if run is not None and run.slack_channel is not None and run.slack_ts is not None:
+        channel, thread_ts = run.slack_channel, run.slack_ts
+    else:
+        channel = notice.channel or await _dm(client, notice.requester)
+        thread_ts = None
+    posted = await _post(client, channel=channel, text=text, blocks=blocks, thread_ts=thread_ts)
+    return Sent(posted.channel, posted.ts)
+
+
+async def _card_thread(db: Database, card: ApprovalCard) -> _Thread | None:
+    """Where a card goes: the run's thread (rooted at its first card) or the replaced card's."""
+    run = await runs.find(db, card.run_id)
+    root = (
+        _Thread(run.slack_channel, run.slack_ts)
+        if run is not None and run.slack_channel is not None and run.slack_ts is not None
+        else None
+    )
+    if card.replaces_token is not None:
+        replaced = await approvals.get(db, card.replaces_token)
+        if replaced is not None and replaced.slack_channel and replaced.slack_ts:
+            # Reply to the thread's root, not to a reply, when both are in one channel.
+            if root is not None and root.channel == replaced.slack_channel:
+                return root
+            return _Thread(replaced.slack_channel, replaced.slack_ts)
+    return root
+
+
+async def _card_still_coming(db: Database, update: CardUpdate) -> bool:
+    """True while an approval_card row of the run for this token is still pending."""
+    for row in await outbox.for_run(db, update.run_id):
+        if (
+            row.kind == "approval_card"
+            and row.state is OutboxState.pending
+            and row.payload.get("token") == update.token
+        ):
+            return True
+    return False
+
+
+async def _dm(client: AsyncWebClient, user: str) -> str:
+    """The DM channel with ``user`` (opened if need be)."""
+    response = await client.conversations_open(users=user)
+    channel: Any = (response.get("channel") or {}).get("id")
+    if not isinstance(channel, str) or not channel:
+        raise Undeliverable(f"conversations.open returned no channel for {user}")
+    return channel
+
+
+async def _post(
+    client: AsyncWebClient,
+    *,
+    channel: str,
+    text: str,
+    blocks: list[dict[str, Any]],
+    thread_ts: str | None,
+) -> _Thread:
+    response = await client.chat_postMessage(
+        channel=channel, text=text, blocks=blocks, thread_ts=thread_ts
+    )
+    posted_channel: Any = response.get("channel")
+    ts: Any = response.get("ts")
+    if not isinstance(ts, str) or not ts:
+        raise Undeliverable("chat.postMessage answered ok without a ts")
+    return _Thread(posted_channel if isinstance(posted_channel, str) else channel, ts)
