@@ -1,0 +1,291 @@
+"""`signoff sandbox` in a real browser: what a newcomer clicks, and what they see.
+
+The sandbox runs as its own process (`python -m bot sandbox --port 0`), exactly
+as the README's quickstart starts it, on a fresh SQLite file. Chromium (Debian's,
+at /usr/bin/chromium) drives the page through Playwright. The screenshots the
+README shows are taken here, and their folder is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = Path(os.environ.get("SIGNOFF_SCREENSHOTS_DIR") or REPO / "docs" / "screenshots")
+ASK = "/signoff ask draft a quote for Henderson, 200 of SKU-4411"
+APPROVE = "button[data-action-id='signoff.approve']"
+DECLINE = "button[data-action-id='signoff.decline']"
+#: Long enough for a click to go through the bot, the run and the outbox, on a slow CI box.
+WAIT_MS = 20_000
+START_SECONDS = 60
+
+# Variables that would point the sandbox somewhere else than its own offline world.
+_FOREIGN = ("SLACK_", "DATABASE_URL", "SIGNOFF_APP", "SIGNOFF_APPROVALS_CHANNEL", "SIGNOFF_MODEL")
+
+if not CHROMIUM.exists():
+    if os.environ.get("SIGNOFF_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"{CHROMIUM} is missing and SIGNOFF_REQUIRE_BROWSER=1: "
+                    "apt-get install -y chromium", pytrace=False)
+    pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)", allow_module_level=True)
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+
+class Sandbox:
+    """A `signoff sandbox` process, and where its page is."""
+
+    def __init__(self, tmp: Path, app: str | None = None) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
+        env["PYTHONUNBUFFERED"] = "1"
+        args = [sys.executable, "-m", "bot", "sandbox", "--port", "0",
+                "--database-url", f"sqlite+aiosqlite:///{tmp / 'sandbox.db'}"]
+        if app:
+            args += ["--app", app]
+        self.output: list[str] = []
+        self.proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self._found = threading.Event()
+        self.url = ""
+        threading.Thread(target=self._read, daemon=True).start()
+        if not self._found.wait(START_SECONDS):
+            self.stop()
+            pytest.fail("the sandbox did not print its URL:\n" + "".join(self.output))
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+            if not self.url and (match := re.search(r"open (http://127\.0\.0\.1:\d+/)", line)):
+                self.url = match[1]
+                self._found.set()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def quotes_sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    sandbox = Sandbox(tmp_path)
+    yield sandbox
+    sandbox.stop()
+    assert sandbox.proc.returncode == 0, "".join(sandbox.output)
+
+
+def _open(browser: Any, url: str) -> Any:
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    # Offline: anything addressed beyond 127.0.0.1 fails the test instead of leaving the machine.
+    leaks: list[str] = []
+    page.route(re.compile(r"^(?!http://127\.0\.0\.1[:/]).*"),
+               lambda route: (leaks.append(route.request.url), route.abort()))
+    page.leaks = leaks
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']")
+    return page
+
+
+def _ask(page: Any, text: str = ASK) -> None:
+    page.fill("[data-testid=command-input]", text)
+    page.press("[data-testid=command-input]", "Enter")
+
+
+def _open_cards(page: Any) -> Any:
+    """Cards still waiting for a decision: channel messages and thread replies with Approve."""
+    return page.locator("[data-testid=message]").filter(has=page.locator(APPROVE))
+
+
+def _card(page: Any, ts: str) -> Any:
+    return page.locator(f"[data-testid=message][data-ts='{ts}']")
+
+
+def _thread(page: Any, ts: str) -> Any:
+    return page.locator(f"[data-testid=thread][data-parent='{ts}']")
+
+
+def _sent(page: Any, account: str = "Henderson") -> int:
+    cell = page.locator(f"[data-testid=quotes-sent][data-account='{account}']")
+    return int(cell.inner_text())
+
+
+def _new_card(page: Any, before: set[str]) -> Any:
+    """Wait for a card with buttons that was not there before; return its locator."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while time.monotonic() < deadline:
+        for ts in _open_cards(page).evaluate_all("ns => ns.map(n => n.dataset.ts)"):
+            if ts not in before:
+                return _card(page, ts)
+        page.wait_for_timeout(100)
+    raise AssertionError("no new approval card appeared:\n" + page.inner_text("#messages"))
+
+
+def _open_ts(page: Any) -> set[str]:
+    return set(_open_cards(page).evaluate_all("ns => ns.map(n => n.dataset.ts)"))
+
+
+def _shot(page: Any, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / name))
+
+
+def test_sandbox__quote_approved_stale_double_click_refused(
+    browser: Any, quotes_sandbox: Sandbox
+) -> None:
+    expect = sync_api.expect
+    expect.set_options(timeout=WAIT_MS)
+    page = _open(browser, quotes_sandbox.url)
+    expect(page.locator("[data-testid=app-ref]")).to_have_text("examples.quotes:app")
+    expect(page.locator("[data-testid=acting-user]")).to_have_value("U0RILEY")
+    assert _sent(page) == 0
+
+    # 1. Ask; the card shows the terms; approve; the card says so and the answer is in its thread.
+    _ask(page)
+    card = _new_card(page, set())
+    ts = card.get_attribute("data-ts")
+    expect(card).to_contain_text("send_quote needs approval")
+    expect(card).to_contain_text("@Riley asked:")
+    expect(card).to_contain_text("Discount tier: gold (10%)")
+    expect(card).to_contain_text("Total: $2,250.00")
+    expiry = card.locator("time.date")
+    expect(expiry).to_contain_text("expires")
+    expect(card).not_to_contain_text("<!date")
+    _shot(page, "quickstart-card.png")
+
+    card.locator(APPROVE).click()
+    expect(card.locator(APPROVE)).to_have_count(0)
+    expect(card).to_contain_text("Approved by @Riley")
+    answer = _thread(page, ts)
+    expect(answer).to_contain_text("answered")
+    expect(answer).to_contain_text("Evidence")
+    expect(answer).to_contain_text("send_quote")
+    expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("1")
+    _shot(page, "quickstart-approved.png")
+
+    # 2. Ask again; the tier changes while the card waits; approving shows the difference
+    #    as a new card in the thread, and sends nothing.
+    _ask(page)
+    waiting = _new_card(page, set())
+    waiting_ts = waiting.get_attribute("data-ts")
+    page.select_option("[data-testid=crm-tier][data-account='Henderson']", "silver")
+    expect(page.locator("[data-testid=log-entry]").first).to_contain_text("tier silver")
+    waiting.locator(APPROVE).click()
+    expect(waiting).to_contain_text("Details changed while waiting")
+    expect(waiting.locator(APPROVE)).to_have_count(0)
+    diff = _thread(page, waiting_ts).locator("[data-testid=message]").filter(
+        has=page.locator(APPROVE))
+    expect(diff).to_have_count(1)
+    expect(diff).to_contain_text("Discount tier")
+    expect(diff).to_contain_text("gold (10%) → silver (5%)")
+    page.wait_for_timeout(1500)  # a send, if one were coming, would show by now
+    expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("1")
+    diff_ts = diff.get_attribute("data-ts")
+    diff.scroll_into_view_if_needed()
+    _shot(page, "quickstart-diff.png")
+
+    # 3. A double-click on a fresh card sends exactly one quote.
+    _ask(page)
+    fresh = _new_card(page, {diff_ts})
+    fresh_ts = fresh.get_attribute("data-ts")
+    fresh.locator(APPROVE).dblclick()
+    expect(fresh).to_contain_text("Approved by @Riley")
+    expect(_thread(page, fresh_ts)).to_contain_text("answered")
+    page.wait_for_timeout(1500)
+    expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("2")
+    expect(page.locator("[data-testid=quotes-sent-total]")).to_have_text("2")
+
+    # 4. Someone who is not an approver clicks Approve: refused, privately; nothing changes.
+    page.select_option("[data-testid=acting-user]", "U0SAM")
+    still_open = _card(page, diff_ts)
+    expect(still_open.locator(APPROVE)).to_have_count(1)
+    still_open.locator(APPROVE).click()
+    refusal = page.locator("[data-testid=ephemeral]").filter(has_text="can't decide")
+    expect(refusal).to_have_count(1)
+    expect(refusal).to_contain_text("Only visible to you")
+    expect(refusal).to_contain_text("only @Riley can")
+    expect(still_open.locator(APPROVE)).to_have_count(1)
+    refusal.scroll_into_view_if_needed()
+    _shot(page, "quickstart-refusal.png")
+    assert _sent(page) == 2
+
+    # Riley does not see Sam's refusal; Riley declines with a reason through the modal.
+    page.select_option("[data-testid=acting-user]", "U0RILEY")
+    expect(page.locator("[data-testid=ephemeral]").filter(has_text="can't decide")).to_have_count(0)
+    _card(page, diff_ts).locator(DECLINE).click()
+    modal = page.locator("[data-testid=modal]")
+    expect(modal).to_be_visible()
+    modal.locator("[data-testid=modal-input]").fill("Silver pricing needs a new quote")
+    modal.locator("[data-testid=modal-submit]").click()
+    expect(modal).to_be_hidden()
+    expect(_card(page, diff_ts)).to_contain_text("Declined by @Riley")
+    expect(_card(page, diff_ts)).to_contain_text("Silver pricing needs a new quote")
+    assert _sent(page) == 2
+
+    assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
+    print(f"\nscreenshots: {SCREENSHOTS}")
+    page.close()
+
+
+def test_sandbox__purchase_app_selectable(browser: Any, tmp_path: Path) -> None:
+    sandbox = Sandbox(tmp_path, app="examples.purchase:app")
+    try:
+        expect = sync_api.expect
+        expect.set_options(timeout=WAIT_MS)
+        page = _open(browser, sandbox.url)
+        expect(page.locator("[data-testid=app-ref]")).to_have_text("examples.purchase:app")
+        expect(page.locator("[data-testid=world-panel]")).to_be_hidden()
+        _ask(page, "/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        card = _new_card(page, set())
+        expect(card).to_contain_text("approve_cart_mandate needs approval")
+        expect(card).to_contain_text("Total: $457.00")
+        # The mandate is marked dangerous: Approve asks "are you sure?" first, as Slack does.
+        card.locator(APPROVE).click()
+        confirm = page.locator("[data-testid=confirm]")
+        expect(confirm).to_contain_text("is marked dangerous")
+        confirm.locator("[data-testid=confirm-ok]").click()
+        expect(card).to_contain_text("Approved by @Riley")
+        expect(_thread(page, card.get_attribute("data-ts"))).to_contain_text("complete_checkout")
+        assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
+        page.close()
+    finally:
+        sandbox.stop()
+    assert sandbox.proc.returncode == 0, "".join(sandbox.output)
