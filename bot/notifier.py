@@ -143,7 +143,7 @@ async def _deliver_one(
     except (delivery.Undeliverable, ValidationError, CardTooLarge,
             SlackObjectFormationError) as exc:
         return await _dead(db, row, f"{type(exc).__name__}: {exc}")
-    await outbox.mark_sent(db, row.id, now=now)
+    await outbox.mark_sent(db, row.id, now=now, attempts=row.attempts)
     log.info(
         "outbox row %s (%s, run %s) delivered%s", row.id, row.kind, row.run_id,
         f": {sent.note}" if sent.note else "",
@@ -159,7 +159,7 @@ async def _retry(
 ) -> _Outcome:
     if row.attempts >= max_attempts:
         return await _dead(db, row, f"gave up after {row.attempts} attempts; last: {error}")
-    await outbox.retry_later(db, row.id, at=at, error=error)
+    await outbox.retry_later(db, row.id, at=at, error=error, attempts=row.attempts)
     log.warning(
         "outbox row %s (%s, run %s) not delivered (attempt %s of %s): %s; next try at %s",
         row.id, row.kind, row.run_id, row.attempts, max_attempts, error, at.isoformat(),
@@ -171,7 +171,7 @@ async def _retry(
 
 
 async def _dead(db: Database, row: OutboxRow, error: str) -> _Outcome:
-    await outbox.mark_dead(db, row.id, error=error)
+    await outbox.mark_dead(db, row.id, error=error, attempts=row.attempts)
     log.error(
         "outbox row %s (%s, run %s) is dead after %s attempt(s): %s; nobody was told. "
         "Fix the cause, then re-post by hand (`signoff runs show %s` has the details)",
