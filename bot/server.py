@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import inspect
 import logging
 import signal
 import sys
-from types import ModuleType
-from typing import Any
 
 from aiohttp import web
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import app as bolt_app
-from bot import config, ids
+from bot import config, ids, intake, scheduler
 from bot.services import Services
 from resume import app as resume_app
 from resume.app import App
@@ -72,6 +69,9 @@ async def build_server(
         raise
     services = Services(rt=runtime, settings=settings, client=bolt_app.web_client(settings))
     web_app = bolt_app.build(services).web_app(path=ids.EVENTS_PATH, port=settings.port)
+    # Before Bolt: a malformed signed body gets 400, not Bolt's 500 (see bot/intake.py).
+    web_app.middlewares.append(
+        intake.middleware(ids.EVENTS_PATH, settings.require_slack().signing_secret))
     web_app[_SERVICES] = services
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)
@@ -113,38 +113,22 @@ async def _readyz(request: web.Request) -> web.Response:
 # --- The process ---------------------------------------------------------------------
 
 
-def _scheduler() -> ModuleType | None:
-    """``bot.scheduler`` if it is there."""
-    try:
-        return importlib.import_module("bot.scheduler")
-    except ModuleNotFoundError as exc:
-        if exc.name != "bot.scheduler":
-            raise
-        return None
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 async def serve(settings: config.Settings) -> int:
     """Serve until SIGTERM or SIGINT, then stop gracefully."""
     web_app, services = await build_server(settings)
     runner = web.AppRunner(web_app, access_log=None, handle_signals=False)
     await runner.setup()
-    scheduler = _scheduler()
-    started: Any = None
+    jobs: AsyncIOScheduler | None = None
     try:
         await web.TCPSite(runner, settings.host, settings.port).start()
-        if scheduler is not None:
-            started = await _maybe_await(scheduler.start(services))
+        jobs = scheduler.start(services)  # one reaper pass right away
         log.info("signoff serving on %s:%s", settings.host, settings.port,
                  extra={"action": "serve", "owner_id": services.rt.owner_id})
         await _until_stopped()
     finally:
         log.info("signoff stopping", extra={"action": "stop"})
-        if scheduler is not None and hasattr(scheduler, "stop"):
-            await _maybe_await(scheduler.stop(started))
+        if jobs is not None:
+            await scheduler.stop(jobs)
         await runner.cleanup()
         with contextlib.suppress(TimeoutError):
             await services.drain(DRAIN_SECONDS)
@@ -167,6 +151,8 @@ async def _until_stopped() -> None:
 def main(settings: config.Settings) -> int:
     """`signoff serve`. Exit 2 with one readable line when signoff is not set up."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    # One line per job run every two seconds drowns everything else out.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     try:
         return asyncio.run(serve(settings))
     except (config.ConfigError, NotReady) as exc:

@@ -9,6 +9,7 @@ the work started after each ack, and deliver the outbox.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from bot.sandbox import FakeSlack, fake_slack, signing
 from bot.services import Services
 from examples import quotes
 from examples.crm import CRM
+from resume.model import Model
 from store import approvals, engine
 from store.records import Approval
 
@@ -156,14 +158,16 @@ def settings_for(url: str, fake: FakeSlack, **overrides: Any) -> config.Settings
 
 
 @asynccontextmanager
-async def bot_world(url: str, **overrides: Any) -> AsyncIterator[BotWorld]:
+async def bot_world(
+    url: str, *, model: Model | None = None, **overrides: Any
+) -> AsyncIterator[BotWorld]:
     async with FakeSlack() as fake:
         db = engine.connect(url)
         crm = CRM(db)
         web_app: web.Application | None = None
         try:
             web_app, services = await server.build_server(
-                settings_for(url, fake, **overrides), app=quotes.build(crm), db=db)
+                settings_for(url, fake, **overrides), app=quotes.build(crm, model), db=db)
             await crm.setup()
             runner = web.AppRunner(web_app, access_log=None)
             await runner.setup()
@@ -173,8 +177,10 @@ async def bot_world(url: str, **overrides: Any) -> AsyncIterator[BotWorld]:
             try:
                 async with aiohttp.ClientSession() as http:
                     yield BotWorld(fake, services, crm, f"http://127.0.0.1:{port}", http)
-                    await services.drain(timeout=30)
             finally:
+                # A failed test may leave work in flight: let it finish before the pool goes.
+                with contextlib.suppress(TimeoutError):
+                    await services.drain(timeout=30)
                 await runner.cleanup()
         finally:
             await db.dispose()

@@ -10,18 +10,31 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from bot import ids
+from bot.sandbox import signing
+from examples import quotes
 from resume import calls
+from resume.messages import Message, ToolSpec
+from resume.model import ModelReply
 from store import engine, messages, migrate, runs
 from store.records import Run
 from store.states import RunState
-from tests.bot.harness import APPROVALS, ASK, OTHER, REP, BotWorld, bot_world, has_buttons
+from tests.bot.harness import (
+    APPROVALS,
+    ASK,
+    COMMAND_CHANNEL,
+    OTHER,
+    REP,
+    BotWorld,
+    bot_world,
+    has_buttons,
+)
 
 
 @pytest.fixture
@@ -179,6 +192,51 @@ async def test_approve__credit_hold_blocks_the_send_and_the_card_says_so(
     assert await world.crm.sent_count() == 0
 
 
+class SlowModel:
+    """The quotes agent, with ``slow`` next calls taking ``SLOW_SECONDS`` each."""
+
+    SLOW_SECONDS = 3.5
+
+    def __init__(self) -> None:
+        self.inner = quotes.scripted_model()
+        self.slow = 0
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
+        if self.slow > 0:
+            self.slow -= 1
+            await asyncio.sleep(self.SLOW_SECONDS)
+        return await self.inner.complete(messages, tools)
+
+
+async def _timed_post(world: BotWorld, body: str) -> tuple[int, float]:
+    started = time.monotonic()
+    status, _ = await world.post(body)
+    return status, time.monotonic() - started
+
+
+async def test_ack__responses_go_out_before_the_slow_model_and_tool_work(
+    tmp_path: Path,
+) -> None:
+    model = SlowModel()
+    async with bot_world(f"sqlite+aiosqlite:///{tmp_path / 'slow.db'}", model=model) as world:
+        model.slow = 1
+        response_url = world.fake.response_url(COMMAND_CHANNEL, user=REP)
+        status, took = await _timed_post(world, signing.slash_command_body(
+            REP, f"ask {ASK}", COMMAND_CHANNEL, response_url, signing.new_trigger_id()))
+        assert status == 200 and took < 2.0
+        await world.settle()
+        [run] = await runs.list_runs(world.db, limit=1)
+        assert run.state is RunState.suspended
+        await world.deliver()
+        model.slow = 1  # the model step after the approved send
+        status, took = await _timed_post(
+            world, world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or ""))
+        assert status == 200 and took < 2.0
+        await world.settle()
+        assert (await runs.get(world.db, run.id)).state is RunState.answered
+        assert await world.crm.sent_count() == 1
+
+
 async def test_health__healthz_and_readyz(world: BotWorld) -> None:
     assert (await world.get(ids.HEALTH_PATH))[0] == 200
     status, body = await world.get(ids.READY_PATH)
@@ -260,14 +318,13 @@ async def test_serve__migrates_sqlite_serves_health_and_stops_on_sigterm(
                             env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        ready = 0
-        for _ in range(200):
+        ready, deadline = 0, time.monotonic() + 60
+        while not ready and proc.poll() is None and time.monotonic() < deadline:
             try:
                 ready = await _get(f"http://127.0.0.1:{port}{ids.READY_PATH}")
-                break
             except aiohttp.ClientError:
                 await asyncio.sleep(0.1)
-        assert ready == 200
+        assert ready == 200, proc.poll()
         assert await _get(f"http://127.0.0.1:{port}{ids.HEALTH_PATH}") == 200
         proc.send_signal(signal.SIGTERM)
         _, stderr = await asyncio.to_thread(proc.communicate, timeout=30)
