@@ -289,3 +289,25 @@ def test_sandbox__purchase_app_selectable(browser: Any, tmp_path: Path) -> None:
     finally:
         sandbox.stop()
     assert sandbox.proc.returncode == 0, "".join(sandbox.output)
+
+
+def test_sandbox__mrkdwn_renders_markup_and_keeps_text_inert(
+    browser: Any, quotes_sandbox: Sandbox
+) -> None:
+    page = _open(browser, quotes_sandbox.url)
+    html = page.evaluate(
+        "t => mrkdwn(t)",
+        "*Total* _now_ ~was~ `x&lt;y` &lt;script&gt;alert(1)&lt;/script&gt; &amp; "
+        "<@U0RILEY> <https://example.invalid/q|the quote> :white_check_mark:\n>quoted "
+        "<!date^1700000000^{date_num}|2023-11-14 UTC> no_longer_permitted",
+    )
+    assert "<b>Total</b>" in html and "<i>now</i>" in html and "<s>was</s>" in html
+    assert "<code>x&lt;y</code>" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp;" in html and "<script" not in html
+    assert '<span class="mention">@Riley</span>' in html
+    assert '<a href="https://example.invalid/q"' in html and ">the quote</a>" in html
+    assert 'title=":white_check_mark:"' in html
+    assert '<div class="quote">quoted ' in html
+    assert re.search(r'<time class="date"[^>]*>2023-11-1[345]</time>', html)
+    assert "no_longer_permitted" in html  # underscores inside a word are not italics
+    page.close()
