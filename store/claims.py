@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import ColumnElement, select, update
 
 from store import approvals as approvals_store
 from store import codec, schema
@@ -111,6 +111,10 @@ def _why_refused(approval: Approval, run: Run | None, token: str, now: datetime)
 ContinueRefusal = Literal["not_found", "not_halted"]
 
 
+def _at_epoch(epoch: int | None) -> list[ColumnElement[bool]]:
+    return [] if epoch is None else [t.c.lease_epoch == epoch]
+
+
 async def continue_halted(
     db: Database,
     run_id: str,
@@ -120,17 +124,20 @@ async def continue_halted(
     limits: dict[str, Any],
     now: datetime,
     fx: Effects,
+    epoch: int | None = None,
 ) -> Run | ContinueRefusal:
     """halted -> running with new limits, for the run's own requester only.
 
     Someone else's run answers ``not_found``, exactly like a missing one, so run
-    ids leak nothing.
+    ids leak nothing. With ``epoch`` the UPDATE also requires the lease epoch
+    the caller computed ``limits`` from: a continue computed from a stale reading
+    grants nothing and answers ``not_halted`` (re-read the run before retrying).
     """
     async with db.write() as conn:
         run = await transition(
             conn,
             run_id=run_id,
-            where=[state_is(RunState.halted), t.c.user_id == user_id],
+            where=[state_is(RunState.halted), t.c.user_id == user_id, *_at_epoch(epoch)],
             values={
                 "state": RunState.running.value,
                 "limits": codec.dumps(limits, what="limits"),
@@ -155,14 +162,20 @@ async def continue_halted(
 
 
 async def cancel(
-    db: Database, run_id: str, *, user_id: str, now: datetime, fx: Effects
+    db: Database, run_id: str, *, user_id: str, now: datetime, fx: Effects,
+    epoch: int | None = None,
 ) -> Run | ContinueRefusal:
-    """suspended|halted -> failed(cancelled), for the run's own requester only."""
+    """suspended|halted -> failed(cancelled), for the run's own requester only.
+
+    With ``epoch``, only if the run is still at the lease epoch the caller read
+    (its effects, e.g. which card to strip, were computed from that reading).
+    """
     async with db.write() as conn:
         run = await transition(
             conn,
             run_id=run_id,
-            where=[state_is(RunState.suspended, RunState.halted), t.c.user_id == user_id],
+            where=[state_is(RunState.suspended, RunState.halted), t.c.user_id == user_id,
+                   *_at_epoch(epoch)],
             values={
                 "state": RunState.failed.value,
                 "halt_reason": "cancelled",
