@@ -1,0 +1,108 @@
+"""Orphan recovery: take over runs whose holder stopped heartbeating, then carry them on.
+
+A run is an orphan when it is ``running`` and its heartbeat is older than
+``rt.orphan_after``: the process holding it died, or hangs. ``recover_orphans``
+takes each one over with one guarded UPDATE (state, lease epoch and stale
+heartbeat re-checked inside it, the recovery attempt counted in the same
+statement, a new lease for this process), then drives it from its stored
+messages. The loop reconciles every ``started`` ledger row it meets before
+anything else runs, so a crash mid-write never repeats the write.
+
+Concurrent reapers (tasks or replicas) take over each orphan once; the old
+holder, if it wakes up, writes nothing (its epoch is stale). A run already
+recovered ``rt.max_recovery_attempts`` times is failed ``recovery_exhausted``
+with a notice instead: an uncapped reaper is an infinite loop with a database
+behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from resume import loop, notify
+from resume.runtime import Runtime
+from store import errors, sweeps
+from store.effects import Effects
+from store.records import Run
+
+log = logging.getLogger(__name__)
+
+RECOVERED_EVENT = "recovered"
+EXHAUSTED_REASON = "recovery_exhausted"
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    #: Runs taken over and driven, as they stood when their drive stopped.
+    recovered: list[Run] = field(default_factory=list)
+    #: Runs that hit the recovery cap and were failed ``recovery_exhausted``.
+    exhausted: list[Run] = field(default_factory=list)
+    #: Ids of runs taken over whose drive stopped on an unreachable database;
+    #: they stay ``running`` and the next pass takes them over again.
+    interrupted: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.recovered or self.exhausted or self.interrupted)
+
+
+async def recover_orphans(
+    rt: Runtime, now: datetime | None = None, *, limit: int = 50, concurrency: int = 4
+) -> RecoveryReport:
+    """Take over up to ``limit`` orphans and drive each (at most ``concurrency`` at once)."""
+    now = now or rt.now()
+    takeovers = await sweeps.take_over_orphans(
+        rt.db, now=now, stale_before=now - rt.orphan_after, owner_id=rt.owner_id,
+        max_attempts=rt.max_recovery_attempts, limit=limit,
+        exhausted_effects=lambda run: _exhausted_effects(rt, run),
+        taken_effects=lambda run: _taken_effects(rt, run),
+    )
+    for run in takeovers.exhausted:
+        log.error("run %s failed: recovered %d times already, not again", run.id,
+                  run.recovery_attempts,
+                  extra={"action": EXHAUSTED_REASON, "run_id": run.id})
+    gate = asyncio.Semaphore(max(concurrency, 1))
+
+    async def one(run: Run) -> Run:
+        async with gate:
+            return (await loop.drive(rt, run)).run
+
+    results = await asyncio.gather(*(one(run) for run in takeovers.taken),
+                                   return_exceptions=True)
+    recovered: list[Run] = []
+    interrupted: list[str] = []
+    for run, result in zip(takeovers.taken, results, strict=True):
+        if isinstance(result, errors.DatabaseUnavailable):
+            log.warning("recovery of run %s stopped: %s; the next pass takes it over again",
+                        run.id, result, extra={"action": "recover", "run_id": run.id})
+            interrupted.append(run.id)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            recovered.append(result)
+    return RecoveryReport(recovered, list(takeovers.exhausted), interrupted)
+
+
+def _taken_effects(rt: Runtime, before: Run) -> Effects:
+    return Effects(events=[(RECOVERED_EVENT, {
+        "attempt": before.recovery_attempts + 1,
+        "by": rt.owner_id,
+        "previous_owner": before.owner_id,
+        "last_heartbeat": before.heartbeat_at.isoformat() if before.heartbeat_at else None,
+    })])
+
+
+def _exhausted_effects(rt: Runtime, before: Run) -> Effects:
+    attempts = before.recovery_attempts
+    detail = (f"the process working on this run stopped {attempts + 1} times (recovered "
+              f"{attempts} times already); it will not be retried. Check the run's trace, "
+              "then ask again.")
+    return Effects(
+        events=[("failed", {"reason": EXHAUSTED_REASON, "detail": detail,
+                            "recovery_attempts": attempts})],
+        outbox=[notify.notice(before, "failed", channel=rt.approvals_channel,
+                              reason=EXHAUSTED_REASON, detail=detail)],
+    )

@@ -1,0 +1,127 @@
+"""Deploy safety: a run suspended under one tool definition, resumed under another."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from examples import quotes
+from resume import confirmation, outcomes, recovery, starting
+from resume.app import App
+from resume.runtime import Runtime
+from resume.tools import Tool, ToolContext
+from store import events, outbox, runs
+from store.engine import Database
+from store.states import RunState
+from tests.quotes_harness import ASK, QuotesWorld, quotes_world
+
+
+class SendRequiresNote(BaseModel):
+    quote_id: str
+    note: str
+
+
+class SendWithOptionalNote(BaseModel):
+    quote_id: str
+    note: str | None = None
+
+
+def _with_send_args(app: App, args: type[BaseModel]) -> App:
+    tools = [dataclasses.replace(t, args=args) if t.name == "send_quote" else t
+             for t in app.tools]
+    return dataclasses.replace(app, tools=tools)
+
+
+def _with_new_tool(app: App) -> App:
+    class PingArgs(BaseModel):
+        pass
+
+    async def ping(args: PingArgs, ctx: ToolContext) -> dict[str, Any]:
+        return {"pong": True}
+
+    tool = Tool(name="ping", description="Check the CRM answers.", args=PingArgs, execute=ping)
+    return dataclasses.replace(app, tools=[*app.tools, tool])
+
+
+def _without_send(app: App) -> App:
+    return dataclasses.replace(app, tools=[t for t in app.tools if t.name != "send_quote"])
+
+
+async def _suspended_then_deployed(db: Database, change: Any) -> tuple[QuotesWorld, Runtime, str]:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    assert run.state is RunState.suspended
+    deployed = Runtime(db=db, app=change(quotes.build(world.crm)))
+    assert deployed.app.fingerprint() != run.app_fingerprint
+    return world, deployed, run.pending_token or ""
+
+
+async def test_deploy__an_argument_became_required_fails_snapshot_incompatible(
+    db: Database,
+) -> None:
+    world, deployed, token = await _suspended_then_deployed(
+        db, lambda app: _with_send_args(app, SendRequiresNote))
+
+    result = await confirmation.resume_after_confirmation(deployed, token, "approve", "U_REP")
+
+    assert isinstance(result, outcomes.Stopped)
+    run = result.run
+    assert run.state is RunState.failed and run.halt_reason == "snapshot_incompatible"
+    assert await world.crm.sent_count() == 0
+    notice = (await outbox.for_run(db, run.id))[-1]
+    assert notice.kind == "run_notice" and notice.payload["event"] == "failed"
+    assert notice.payload["reason"] == "snapshot_incompatible"
+    assert "send_quote" in notice.payload["detail"] and "note" in notice.payload["detail"]
+    assert await events.for_run(db, run.id, kind="app_changed") == []
+
+
+async def test_deploy__the_pending_tool_vanished_fails_snapshot_incompatible(
+    db: Database,
+) -> None:
+    world, deployed, token = await _suspended_then_deployed(db, _without_send)
+
+    result = await confirmation.resume_after_confirmation(deployed, token, "approve", "U_REP")
+
+    assert isinstance(result, outcomes.Stopped)
+    assert result.run.halt_reason == "snapshot_incompatible"
+    notice = (await outbox.for_run(db, result.run.id))[-1].payload
+    assert "send_quote" in notice["detail"] and "no longer exists" in notice["detail"]
+    assert await world.crm.sent_count() == 0
+
+
+async def test_deploy__a_new_optional_argument_proceeds_and_records_the_change(
+    db: Database,
+) -> None:
+    world, deployed, token = await _suspended_then_deployed(
+        db, lambda app: _with_send_args(app, SendWithOptionalNote))
+    before = (await runs.list_runs(db))[0]
+
+    result = await confirmation.resume_after_confirmation(deployed, token, "approve", "U_REP")
+
+    assert isinstance(result, outcomes.Executed)
+    after = await runs.get(db, before.id)
+    assert after.state is RunState.answered
+    assert after.app_fingerprint == deployed.app.fingerprint()
+    [changed] = await events.for_run(db, before.id, kind="app_changed")
+    assert changed.data == {"from": before.app_fingerprint, "to": deployed.app.fingerprint()}
+    assert await world.crm.sent_count("Henderson") == 1
+
+
+async def test_deploy__a_new_tool_proceeds_on_recovery_and_records_the_change(
+    db: Database,
+) -> None:
+    world = await quotes_world(db)
+    orphan = await starting.begin(world.rt, "U_REP", ASK)  # crashed before its first step
+    stale = datetime.now(UTC) - timedelta(hours=1)
+    assert await runs.heartbeat(db, orphan.id, orphan.lease_epoch, now=stale)
+    deployed = Runtime(db=db, app=_with_new_tool(quotes.build(world.crm)))
+
+    report = await recovery.recover_orphans(deployed)
+
+    [run] = report.recovered
+    assert run.state is RunState.suspended and run.app_fingerprint == deployed.app.fingerprint()
+    [changed] = await events.for_run(db, run.id, kind="app_changed")
+    assert changed.data["from"] == orphan.app_fingerprint

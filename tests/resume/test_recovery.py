@@ -1,0 +1,193 @@
+"""Orphan recovery in one process: zombies, racing reapers, the stale boundary, never replay.
+
+Real-process crashes are in test_crash.py. Here a "crash" is a run nobody
+works on any more (created and never driven, or a drive stopped by an
+exception no handler catches); time moves by writing the heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from sqlalchemy import func, select
+
+from examples import crm as crm_tables
+from examples import quotes
+from examples.crm import CRM
+from resume import recovery, starting
+from resume.app import App
+from resume.messages import Message, ToolCall, ToolSpec
+from resume.runtime import Runtime
+from resume.scope import Scope
+from resume.scripted import ScriptedModel, Turn
+from resume.tools import Tool, ToolContext
+from store import approvals, events, ledger, messages, runs
+from store.engine import Database
+from store.states import LedgerStatus, RunState
+from tests.quotes_harness import ASK
+
+STALE = timedelta(hours=1)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _crm(db: Database) -> CRM:
+    crm = CRM(db)
+    await crm.setup()
+    return crm
+
+
+async def _age(db: Database, run_id: str, *, at: datetime | None = None) -> None:
+    run = await runs.get(db, run_id)
+    assert await runs.heartbeat(db, run_id, run.lease_epoch, now=at or _now() - STALE)
+
+
+async def _quotes_in_crm(db: Database) -> int:
+    async with db.read() as conn:
+        stmt = select(func.count()).select_from(crm_tables.quotes)
+        return int((await conn.execute(stmt)).scalar_one())
+
+
+async def test_recover_orphans__zombie_writes_nothing_after_takeover(db: Database) -> None:
+    crm = await _crm(db)
+    entered, release = asyncio.Event(), asyncio.Event()
+    served = 0
+
+    async def gated(messages_: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+        nonlocal served
+        served += 1
+        if served == 2:  # the model call after lookup_account: the process "hangs" here
+            entered.set()
+            await release.wait()
+        return quotes.quote_script(messages_, tools)
+
+    first = Runtime(db=db, app=quotes.build(crm, ScriptedModel(gated)), owner_id="proc_first")
+    second = Runtime(db=db, app=quotes.build(crm), owner_id="proc_second")
+    zombie = asyncio.create_task(starting.start(first, "U_REP", ASK))
+    await asyncio.wait_for(entered.wait(), timeout=10)
+    held = (await runs.list_runs(db))[0]
+    await _age(db, held.id)
+
+    report = await recovery.recover_orphans(second)
+
+    assert [r.id for r in report.recovered] == [held.id]
+    taken = await runs.get(db, held.id)
+    assert taken.state is RunState.suspended and taken.owner_id == "proc_second"
+    assert taken.lease_epoch == held.lease_epoch + 1
+    convo_before, seq_before = await messages.load(db, held.id), taken.event_seq
+    release.set()
+    seen_by_zombie = await asyncio.wait_for(zombie, timeout=10)
+
+    # The zombie's reply (a draft_quote call) was refused: nothing it wrote landed.
+    assert seen_by_zombie.state is RunState.suspended
+    after = await runs.get(db, held.id)
+    assert await messages.load(db, held.id) == convo_before
+    assert after.event_seq == seq_before and after.owner_id == "proc_second"
+    # Driven exactly once by the new owner: one lookup (the first's), one draft, one card.
+    assert [(e.tool, e.status) for e in await ledger.for_run(db, held.id)] == [
+        ("lookup_account", LedgerStatus.succeeded), ("draft_quote", LedgerStatus.succeeded)]
+    assert await _quotes_in_crm(db) == 1
+    assert len(await approvals.for_run(db, held.id)) == 1
+    assert len(await events.for_run(db, held.id, kind="recovered")) == 1
+
+
+async def test_recover_orphans__two_reapers_take_over_each_orphan_once(db: Database) -> None:
+    crm = await _crm(db)
+    crashed = Runtime(db=db, app=quotes.build(crm), owner_id="proc_dead")
+    ids = [(await starting.begin(crashed, f"U_{i}", ASK)).id for i in range(3)]
+    for run_id in ids:
+        await _age(db, run_id)
+    reapers = [Runtime(db=db, app=quotes.build(crm), owner_id=f"proc_reaper_{i}")
+               for i in range(2)]
+
+    reports = await asyncio.gather(*(recovery.recover_orphans(rt) for rt in reapers))
+
+    taken = [r.id for report in reports for r in report.recovered]
+    assert sorted(taken) == sorted(ids)
+    for run_id in ids:
+        run = await runs.get(db, run_id)
+        assert run.recovery_attempts == 1 and run.state is RunState.suspended
+        recovered = await events.for_run(db, run_id, kind="recovered")
+        assert [e.data["attempt"] for e in recovered] == [1]
+        assert recovered[0].data["by"] == run.owner_id
+        assert [e.tool for e in await ledger.for_run(db, run_id)] == [
+            "lookup_account", "draft_quote"]
+        assert len(await approvals.for_run(db, run_id)) == 1
+    assert await _quotes_in_crm(db) == 3
+
+
+async def test_recover_orphans__heartbeat_at_the_boundary_is_not_an_orphan(db: Database) -> None:
+    crm = await _crm(db)
+    rt = Runtime(db=db, app=quotes.build(crm))
+    run = await starting.begin(rt, "U_REP", ASK)
+    now = _now()
+    await _age(db, run.id, at=now - rt.orphan_after)
+
+    assert (await recovery.recover_orphans(rt, now=now)).empty
+    assert (await runs.get(db, run.id)).recovery_attempts == 0
+
+    report = await recovery.recover_orphans(rt, now=now + timedelta(microseconds=1))
+    assert [r.id for r in report.recovered] == [run.id]
+    assert (await runs.get(db, run.id)).state is RunState.suspended
+
+
+class Crash(BaseException):
+    """Stands in for a kill: no handler in the loop catches it, so the run stays running."""
+
+
+class EmptyArgs(BaseModel):
+    pass
+
+
+def _counting_app(executions: list[str], crash: list[bool]) -> App:
+    async def count(args: EmptyArgs, ctx: ToolContext) -> dict[str, Any]:
+        executions.append(ctx.idempotency_key)
+        return {"count": len(executions)}
+
+    def script(messages_: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+        if not any(m.role == "tool" for m in messages_):
+            return Message.assistant(None, [ToolCall(name="count", arguments={})])
+        if crash and crash.pop():
+            raise Crash
+        return "counted"
+
+    async def scope(user_id: str) -> Scope:
+        return Scope(user_id=user_id, tools="*")
+
+    tool = Tool(name="count", description="Count, once per call.", args=EmptyArgs,
+                execute=count)
+    return App(name="counting", tools=[tool], scope=scope, model=ScriptedModel(script))
+
+
+async def test_recover_orphans__a_tool_result_in_the_messages_is_never_replayed(
+    db: Database,
+) -> None:
+    executions: list[str] = []
+    rt = Runtime(db=db, app=_counting_app(executions, crash=[True]))
+    with pytest.raises(Crash):
+        await starting.start(rt, "U_REP", "count once")
+    run = (await runs.list_runs(db))[0]
+    assert run.state is RunState.running and len(executions) == 1
+    before = await messages.load(db, run.id)
+    assert before[-1]["role"] == "tool"
+    await _age(db, run.id)
+
+    report = await recovery.recover_orphans(rt)
+
+    assert [r.id for r in report.recovered] == [run.id]
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.answered and final.answer == "counted"
+    assert len(executions) == 1  # the recovered run did not call the tool again
+    assert [(e.tool, e.status) for e in await ledger.for_run(db, run.id)] == [
+        ("count", LedgerStatus.succeeded)]
+    after = await messages.load(db, run.id)
+    assert after[:len(before)] == before
+    assert sum(1 for m in after if m["role"] == "tool") == 1
+    assert final.tool_calls == run.tool_calls == 1
