@@ -29,12 +29,13 @@ class Verdict:
     changed: dict[str, Any] | None = None
 
 
-def check(app: App, run: Run) -> Verdict:
+def check(app: App, run: Run, outstanding: set[str]) -> Verdict:
+    """``outstanding``: ids of tool calls that have no result yet (only those can be pending)."""
     if run.snapshot_version not in SUPPORTED_VERSIONS:
         return Verdict(False, f"run was saved as snapshot version {run.snapshot_version}; this "
                               f"signoff reads {sorted(SUPPORTED_VERSIONS)}")
     pending = run.pending
-    if pending is not None and run.pending_token is not None:
+    if pending is not None and pending.get("call_id") in outstanding:
         tool = app.tool(str(pending["tool"]))
         if tool is None:
             return Verdict(False, f"the pending request's tool {pending['tool']!r} no longer "

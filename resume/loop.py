@@ -53,7 +53,7 @@ async def drive(rt: Runtime, run: Run) -> Driven:
 
 async def _work(w: Worker) -> Run:
     await _resolve_scope(w)
-    verdict = compat.check(w.rt.app, w.run)
+    verdict = compat.check(w.rt.app, w.run, {c.id for c in _outstanding(w.conversation)})
     if not verdict.ok:
         return await w.fail("snapshot_incompatible", detail=verdict.detail)
     if verdict.changed is not None:

@@ -125,3 +125,56 @@ async def test_deploy__a_new_tool_proceeds_on_recovery_and_records_the_change(
     assert run.state is RunState.suspended and run.app_fingerprint == deployed.app.fingerprint()
     [changed] = await events.for_run(db, run.id, kind="app_changed")
     assert changed.data["from"] == orphan.app_fingerprint
+
+
+async def test_deploy__expired_run_continued_under_incompatible_tool_fails_loudly(
+    db: Database,
+) -> None:
+    from resume import continuation, expiry
+
+    world, deployed, _token = await _suspended_then_deployed(
+        db, lambda app: _with_send_args(app, SendRequiresNote))
+    [run] = await runs.list_runs(db, states=[RunState.suspended])
+    assert run.expires_at is not None
+    await expiry.expire_suspended(world.rt, now=run.expires_at + timedelta(seconds=1))
+
+    result = await continuation.continue_run(deployed, run.id, "U_REP")
+
+    assert isinstance(result, continuation.Continued)
+    after = await runs.get(db, run.id)
+    assert after.state is RunState.failed and after.halt_reason == "snapshot_incompatible"
+    assert await world.crm.sent_count() == 0
+
+
+async def test_deploy__recovered_after_the_approved_send_ran_is_not_held_to_its_old_args(
+    db: Database,
+) -> None:
+    """The pending call already has its result: a later arg change does not concern it."""
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    claimed = await confirmation.decide(world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(claimed, outcomes.Claimed)
+    # Run the approved send, then "crash" before the final model step commits.
+    from resume import calls
+    from resume.loop import _outstanding
+    from resume.messages import Message
+    from resume.worker import Worker
+    from store import messages
+
+    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    worker = Worker(world.rt, claimed.run, convo, scope=await world.rt.app.scope("U_REP"))
+    [call] = _outstanding(convo)
+    assert await calls.handle(worker, call, None) is None
+    assert await world.crm.sent_count() == 1
+    stale = datetime.now(UTC) - timedelta(minutes=10)
+    async with db.write() as conn:
+        await conn.execute(runs.t.update().where(runs.t.c.id == run.id)
+                           .values(heartbeat_at=stale))
+
+    deployed = Runtime(db=db, app=_with_send_args(quotes.build(world.crm), SendRequiresNote))
+    await recovery.recover_orphans(deployed)
+
+    after = await runs.get(db, run.id)
+    assert after.state is RunState.answered, after.halt_reason
+    assert await world.crm.sent_count() == 1
+    assert await events.for_run(db, run.id, kind="app_changed")
