@@ -78,6 +78,14 @@ def price(sku: str, quantity: int, tier: str) -> Pricing:
 class CRM:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._ready = False
+
+    async def ready(self) -> CRM:
+        """The CRM with its tables created (``signoff serve`` never calls ``setup`` itself)."""
+        if not self._ready:
+            await self.setup()
+            self._ready = True
+        return self
 
     async def setup(self) -> None:
         """Create the tables and seed the demo accounts (idempotent)."""

@@ -106,6 +106,8 @@ class QuoteTools:
         return Reconciliation.done(found) if found else Reconciliation.not_done()
 
     async def scope(self, user_id: str) -> Scope:
+        # Every run resolves its scope before any tool runs: the tables exist from here on.
+        await self.crm.ready()
         names = ["lookup_account", "draft_quote"]
         if await self.crm.can_send(user_id):
             names.append("send_quote")
