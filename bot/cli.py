@@ -267,7 +267,7 @@ def _process_parsers(commands: Any) -> None:
     box.add_argument("--app", metavar="MODULE:ATTR",
                      help="app to run (default: SIGNOFF_APP, else examples.quotes:app)")
     box.add_argument("--database-url", metavar="URL",
-                     help="database to use (default: DATABASE_URL, else ./signoff.db)")
+                     help="database to use (default: DATABASE_URL, else ./signoff-sandbox.db)")
     box.set_defaults(call=sandbox)
 
 
