@@ -178,6 +178,11 @@ def refusal(refused: outcomes.Refusal) -> str:
     return _UNKNOWN[refused.reason]
 
 
+def decline_form_failed() -> str:
+    return ("Slack did not open the decline form in time, so nothing changed. "
+            "Click Decline again.")
+
+
 _UNKNOWN = {
     "unknown": "This request is not open any more, so nothing changed.",
     "expired": "This request expired, so nothing changed. Ask again with "

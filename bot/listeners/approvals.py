@@ -9,9 +9,11 @@ Decline opens the reason modal; its submission decides (`decline_modal`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ids, replies
@@ -19,6 +21,8 @@ from bot.listeners import decisions, decline_modal
 from bot.services import Services
 from resume import confirmation, outcomes
 from store import errors
+
+log = logging.getLogger(__name__)
 
 
 def register(app: AsyncApp, services: Services) -> None:
@@ -35,12 +39,19 @@ def register(app: AsyncApp, services: Services) -> None:
             if not isinstance(decided, outcomes.Claimed):
                 await _tell(respond, replies.refusal(decided))
 
-    async def on_decline(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
+    async def on_decline(
+        ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, respond: AsyncRespond
+    ) -> None:
         async with services.tracked():
             await ack()
             # The trigger id is good for 3 seconds: open the modal before anything else.
-            await client.views_open(trigger_id=body["trigger_id"],
-                                    view=decline_modal.reason_view(_token(body)))
+            try:
+                await client.views_open(trigger_id=body["trigger_id"],
+                                        view=decline_modal.reason_view(_token(body)))
+            except SlackApiError as exc:
+                log.warning("could not open the decline form: %s", exc.response.get("error"),
+                            extra={"action": "decline_form_failed", "user": _user(body)})
+                await _tell(respond, replies.decline_form_failed())
 
     app.action(ids.APPROVE_ACTION)(on_approve)
     app.action(ids.DECLINE_ACTION)(on_decline)

@@ -150,6 +150,14 @@ async def test_decline__reason_from_the_modal_reaches_the_model(world: BotWorld)
     assert (await runs.get(world.db, run.id)).state is not RunState.suspended
 
 
+async def test_decline__form_that_slack_refuses_to_open_says_so(world: BotWorld) -> None:
+    run = await _asked(world)
+    world.fake.fail_next("views.open", error="expired_trigger_id")
+    reply = await world.click(REP, ids.DECLINE_ACTION, run.pending_token or "")
+    assert "did not open the decline form" in reply.text
+    assert (await runs.get(world.db, run.id)).state is RunState.suspended
+
+
 async def test_decline__submission_after_approval_gets_an_ephemeral(world: BotWorld) -> None:
     run = await _asked(world)
     token = run.pending_token or ""
