@@ -42,9 +42,13 @@ async def pick_due(
     )
     if not db.is_sqlite:
         candidates = candidates.with_for_update(skip_locked=True)
+    # A materialized CTE runs once. As an ``IN (subquery)`` PostgreSQL may re-run the
+    # subquery per outer row; rows this UPDATE already changed are then skipped by the
+    # lock and LIMIT moves on to the next, so every due row was leased, not ``limit``.
+    due = candidates.cte("due").prefix_with("MATERIALIZED", dialect="postgresql")
     stmt = (
         update(o)
-        .where(o.c.id.in_(candidates.scalar_subquery()), _PENDING)
+        .where(o.c.id.in_(select(due.c.id)), _PENDING)
         .values(next_attempt_at=now + lease, attempts=o.c.attempts + 1)
         .returning(*o.c)
     )
