@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 
@@ -40,6 +41,18 @@ class NotReady(Exception):
     """signoff cannot serve with this configuration; the message says what to fix."""
 
 
+#: Bolt silently switches to OAuth (multi-workspace installs) when these are set;
+#: signoff is a single-workspace bot with a static token, so they are dropped.
+_OAUTH_VARIABLES = ("SLACK_CLIENT_ID", "SLACK_CLIENT_SECRET")
+
+
+def _refuse_oauth_switch() -> None:
+    for name in _OAUTH_VARIABLES:
+        if os.environ.pop(name, None):
+            log.warning("%s is set but signoff uses a static bot token; ignoring it", name,
+                        extra={"action": "config_ignored", "variable": name})
+
+
 async def build_server(
     settings: config.Settings, *, app: App | None = None, db: Database | None = None
 ) -> tuple[web.Application, Services]:
@@ -51,6 +64,7 @@ async def build_server(
     drains and closes the services.
     """
     settings.require_slack()  # ConfigError before anything is opened
+    _refuse_oauth_switch()
     database = db or engine.connect(settings.database_url)
     try:
         await _schema(database)

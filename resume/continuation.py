@@ -36,7 +36,10 @@ _TRIES = 3
 
 @dataclass(frozen=True)
 class Continued:
-    """The grant was made; ``run`` is where the resumed run stopped."""
+    """The grant was made.
+
+    ``run`` is the running run from ``grant_continue``, or where it stopped from ``continue_run``.
+    """
 
     run: Run
     previous_reason: str | None
@@ -62,6 +65,19 @@ class CancelRefused:
 
 async def continue_run(rt: Runtime, run_id: str, user: str) -> Continued | ContinueRefused:
     """halted -> running with a deliberate grant, for the run's requester; then drive it."""
+    granted = await grant_continue(rt, run_id, user)
+    if isinstance(granted, ContinueRefused):
+        return granted
+    driven = await loop.drive(rt, granted.run)
+    return Continued(driven.run, granted.previous_reason, granted.old_limits,
+                     granted.new_limits)
+
+
+async def grant_continue(rt: Runtime, run_id: str, user: str) -> Continued | ContinueRefused:
+    """halted -> running with a deliberate grant, held by this process; the caller drives it.
+
+    Quick (one guarded UPDATE), so a Slack handler can answer before the run goes on.
+    """
     for _ in range(_TRIES):
         current = await runs.find(rt.db, run_id)
         if current is None or current.user_id != user:
@@ -86,8 +102,7 @@ async def continue_run(rt: Runtime, run_id: str, user: str) -> Continued | Conti
         if isinstance(result, Run):
             log.info("run %s continued by %s", run_id, user,
                      extra={"action": "continue", "run_id": run_id})
-            driven = await loop.drive(rt, result)
-            return Continued(driven.run, current.halt_reason, current.limits, new_limits)
+            return Continued(result, current.halt_reason, current.limits, new_limits)
         if result == "not_found":
             return ContinueRefused("not_found")
     return ContinueRefused("not_halted")

@@ -80,13 +80,14 @@ async def _ask(services: Services, user: str, question: str) -> str:
 
 
 async def _continue(services: Services, user: str, rest: str) -> str:
-    """Grant and drive (resume drives a continued run itself); the reply comes when it stops."""
+    """Grant now, reply with the grant; the run goes on in the background."""
     run_id = _run_id(rest)
-    result = await continuation.continue_run(services.rt, run_id, user)
+    result = await continuation.grant_continue(services.rt, run_id, user)
     if isinstance(result, continuation.ContinueRefused):
         if result.reason == "not_halted":
             return replies.not_halted(run_id, await _state(services, run_id))
         return replies.run_not_found(run_id)
+    services.spawn(loop.drive(services.rt, result.run), name=f"drive:{run_id}")
     services.kick()
     return replies.continued(result.run, result.new_limits)
 
