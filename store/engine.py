@@ -69,11 +69,23 @@ async def _translated() -> AsyncIterator[None]:
     except (OperationalError, InterfaceError) as exc:
         raise errors.DatabaseUnavailable(f"database unavailable: {exc.orig!r}") from exc
     except DBAPIError as exc:
-        if exc.connection_invalidated:
+        if exc.connection_invalidated or _server_unavailable(exc):
             raise errors.DatabaseUnavailable(f"database connection lost: {exc.orig!r}") from exc
         raise
     except OSError as exc:
         raise errors.DatabaseUnavailable(f"database unreachable: {exc}") from exc
+
+
+#: SQLSTATEs of a server that is not there right now: class 08 (connection exception),
+#: 57P01/57P02 (admin or crash shutdown), 57P03 (cannot connect now: starting up or
+#: shutting down). asyncpg reports a restart in progress with these, and SQLAlchemy
+#: surfaces them as a plain DBAPIError, not an OperationalError.
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _server_unavailable(exc: DBAPIError) -> bool:
+    state = str(getattr(exc.orig, "sqlstate", None) or "")
+    return state.startswith("08") or state in _UNAVAILABLE_STATES
 
 
 def connect(url: str = DEFAULT_URL, **engine_kwargs: Any) -> Database:
