@@ -122,7 +122,7 @@ async def main(args: argparse.Namespace) -> None:
     rows: list[list[Any]] = []
     for dialect in common.dialects(args):
         for n in (50, 200):
-            async with databases.fresh(dialect, args.pg, migrated=False) as target:
+            async with databases.fresh(dialect, args.pg) as target:
                 times = await measure(target.url, n, rounds)
             p = {side: [common.percentile(v, q) * 1000 for q in (50, 95, 99)]
                  for side, v in times.items()}
