@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from resume import loop, notify
+from resume import loop, notify, worker
 from resume.runtime import Runtime
 from store import errors, sweeps
 from store.effects import Effects
@@ -67,7 +67,10 @@ async def recover_orphans(
     gate = asyncio.Semaphore(max(concurrency, 1))
 
     async def one(run: Run) -> Run:
-        async with gate:
+        # Heartbeat while queued behind the gate too: a takeover waiting its turn longer
+        # than ``orphan_after`` would otherwise look orphaned again, be taken over by
+        # another reaper, and soon be failed ``recovery_exhausted`` without ever crashing.
+        async with worker.keep_alive(rt, run), gate:
             return (await loop.drive(rt, run)).run
 
     results = await asyncio.gather(*(one(run) for run in takeovers.taken),
