@@ -50,7 +50,10 @@ async def handle(w: Worker, call: ToolCall, route: Routed | None) -> Run | None:
     decision = await latest_approval(w, call.id)
     if entry is not None:
         return await _reconcile(w, call, tool, args, entry, confirmed=decision is not None)
-    if not w.scope.permits(tool.name) and decision is None:
+    decided = decision is not None and decision.decision is not None
+    if not w.scope.permits(tool.name) and not decided:
+        # Nobody has said yes: refuse to the model rather than ask a person for a
+        # call the requester may not make. (A decided call halts instead: _approved.)
         return await _error(w, call, "not_permitted",
                             f"{w.run.user_id} may not use {tool.name}")
     if not tool.needs_confirmation(args, w.scope):

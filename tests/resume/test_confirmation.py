@@ -142,3 +142,24 @@ async def test_quote__unknown_token_is_refused(db: Database) -> None:
     world = await quotes_world(db)
     result = await confirmation.resume_after_confirmation(world.rt, "nope", "approve", "U_REP")
     assert result == outcomes.UnknownOrExpired("unknown")
+
+
+async def test_quote__revoked_while_expired_is_not_asked_again_on_continue(db: Database) -> None:
+    from datetime import timedelta
+
+    from resume import continuation, expiry
+
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    assert run.expires_at is not None
+    await expiry.expire_suspended(world.rt, now=run.expires_at + timedelta(seconds=1))
+    await world.crm.set_can_send("U_REP", False)
+
+    result = await continuation.continue_run(world.rt, run.id, "U_REP")
+
+    assert isinstance(result, continuation.Continued)
+    cards = [r for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
+    assert len(cards) == 1  # no second card for a call the requester may no longer make
+    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    assert "not_permitted" in (convo[-2].content or "")
+    assert await world.crm.sent_count() == 0
