@@ -194,3 +194,28 @@ async def test_counts__rows_per_state(db: Database) -> None:
     await outbox.mark_sent(db, picked[other.id].id, now=T0)
 
     assert await outbox.counts(db) == {"sent": 2, "dead": 1, "pending": 2}
+
+
+async def test_pick_due__limit_one_leases_exactly_one_row_of_many_due(db: Database) -> None:
+    # Regression: on PostgreSQL ``id IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` was
+    # re-run per outer row; rows the UPDATE had already leased were skipped by the lock,
+    # so LIMIT moved on and one pick leased every due row, each then sat out its lease.
+    for r in range(30):
+        await _enqueue(db, await make_run(db, now=T0), {"run": r})
+
+    picks = await _pick(db, T0, limit=1)
+
+    assert len(picks) == 1, f"pick_due(limit=1) leased {len(picks)} rows"
+    [picked] = picks
+
+    rows = [row for r in await runs.list_runs(db, limit=100)
+            for row in await outbox.for_run(db, r.id)]
+    assert len(rows) == 30 and picked.id == min(row.id for row in rows)  # oldest first
+    leased = [row for row in rows if row.attempts > 0]
+    assert [(row.id, row.attempts, row.next_attempt_at) for row in leased] == [
+        (picked.id, 1, T0 + LEASE)]
+    assert all(row.attempts == 0 and row.next_attempt_at == T0
+               for row in rows if row.id != picked.id)
+    # The other 29 are still due, not sitting out a lease nobody will deliver on.
+    assert len(await _pick(db, T0, limit=1)) == 1
+    assert len(await _pick(db, T0, limit=50)) == 28
