@@ -12,7 +12,9 @@ Concurrent reapers (tasks or replicas) take over each orphan once; the old
 holder, if it wakes up, writes nothing (its epoch is stale). A run already
 recovered ``rt.max_recovery_attempts`` times is failed ``recovery_exhausted``
 with a notice instead: an uncapped reaper is an infinite loop with a database
-behind it.
+behind it. A tool call its ledger still shows ``started`` is then never
+reconciled, so the notice names each one with its arguments for a person to
+check, and the ledger records its outcome as ``unknown``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from datetime import datetime
 from resume import loop, notify, worker
 from resume.runtime import Runtime
 from store import errors, sweeps
-from store.effects import Effects
-from store.records import Run
+from store.effects import Effects, LedgerCompletion
+from store.records import LedgerEntry, Run
+from store.states import LedgerStatus
 
 log = logging.getLogger(__name__)
 
@@ -98,14 +101,27 @@ def _taken_effects(rt: Runtime, before: Run) -> Effects:
     })])
 
 
-def _exhausted_effects(rt: Runtime, before: Run) -> Effects:
+def _exhausted_effects(rt: Runtime, before: sweeps.Orphan) -> Effects:
     attempts = before.recovery_attempts
     detail = (f"the process working on this run stopped {attempts + 1} times (recovered "
-              f"{attempts} times already); it will not be retried. Check the run's trace, "
-              "then ask again.")
+              f"{attempts} times already); it will not be retried. ")
+    if before.started:
+        detail += "; ".join(_unknown(e) for e in before.started) + "; check before asking again."
+    else:
+        detail += "Check the run's trace, then ask again."
+    unknown = [{"call_id": e.call_id, "tool": e.tool, "args": e.args,
+                "idempotency_key": e.idempotency_key} for e in before.started]
     return Effects(
         events=[("failed", {"reason": EXHAUSTED_REASON, "detail": detail,
-                            "recovery_attempts": attempts})],
+                            "recovery_attempts": attempts, "unknown_calls": unknown})],
         outbox=[notify.notice(before, "failed", channel=rt.approvals_channel,
                               reason=EXHAUSTED_REASON, detail=detail)],
+        # Nobody will reconcile these now: record that their outcome is unknown.
+        ledger=[LedgerCompletion(e.call_id, LedgerStatus.unknown, None) for e in before.started],
     )
+
+
+def _unknown(entry: LedgerEntry) -> str:
+    """Worded like ``outcome_unknown``'s detail: the tool, its arguments, its key."""
+    return (f"{entry.tool} may or may not have run with arguments {entry.args} "
+            f"(idempotency key {entry.idempotency_key})")

@@ -14,13 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Select, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import schema
 from store.effects import Effects
 from store.engine import Database
-from store.records import Run
+from store.records import LedgerEntry, Run
 from store.runs import state_is, transition
-from store.states import RunState
+from store.states import LedgerStatus, RunState
 
 t = schema.runs
 
@@ -78,6 +79,18 @@ async def expire_due(
     return expired
 
 
+@dataclass(frozen=True)
+class Orphan(Run):
+    """A run about to be failed ``recovery_exhausted``, with what its ledger left open.
+
+    It is a Run, so an ``exhausted_effects`` written for a Run keeps working.
+    """
+
+    #: Tool calls still ``started`` (outcome unknown), oldest first, read in the
+    #: transaction that fails the run: exactly what the ledger holds at failure time.
+    started: tuple[LedgerEntry, ...] = ()
+
+
 @dataclass
 class Takeovers:
     #: Runs now held by the sweeper at a new lease epoch; continue them.
@@ -93,7 +106,7 @@ async def take_over_orphans(
     stale_before: datetime,
     owner_id: str,
     max_attempts: int,
-    exhausted_effects: Callable[[Run], Effects],
+    exhausted_effects: Callable[[Orphan], Effects],
     taken_effects: Callable[[Run], Effects],
     limit: int = 50,
 ) -> Takeovers:
@@ -103,7 +116,8 @@ async def take_over_orphans(
     the stale heartbeat it decided on, bumps the epoch (fencing the old holder
     out) and counts the recovery attempt. A run already recovered
     ``max_attempts`` times is failed instead: an uncapped reaper is an
-    infinite loop with a database behind it.
+    infinite loop with a database behind it; ``exhausted_effects`` gets it
+    as an Orphan, with its ``started`` ledger rows.
     """
     stmt = orphan_candidates(stale_before, limit)
     if not db.is_sqlite:
@@ -126,7 +140,8 @@ async def take_over_orphans(
                     where=[*guard, t.c.recovery_attempts >= max_attempts],
                     values={"state": RunState.failed.value, "halt_reason": "recovery_exhausted",
                             "heartbeat_at": None},
-                    fx=exhausted_effects(before), now=now, action="recovery_exhausted",
+                    fx=exhausted_effects(await _orphan(conn, before)), now=now,
+                    action="recovery_exhausted",
                 )
                 if run is not None:
                     out.exhausted.append(run)
@@ -141,3 +156,16 @@ async def take_over_orphans(
             if run is not None:
                 out.taken.append(run)
     return out
+
+
+async def _orphan(conn: AsyncConnection, run: Run) -> Orphan:
+    # Read under the same lock as the failing UPDATE (the candidate's row lock on
+    # PostgreSQL, the write lock on SQLite): a holder's ledger writes also write the
+    # run row, so none can land between this read and the failure.
+    c = schema.tool_calls
+    rows = (await conn.execute(
+        select(c)
+        .where(c.c.run_id == run.id, c.c.status == LedgerStatus.started.value)
+        .order_by(c.c.started_at, c.c.call_id)
+    )).mappings().all()
+    return Orphan(**vars(run), started=tuple(LedgerEntry.from_row(r) for r in rows))

@@ -18,15 +18,15 @@ from sqlalchemy import func, select
 
 from examples import crm as crm_tables
 from examples import quotes
-from examples.crm import CRM
-from resume import recovery, starting
+from examples.crm import CRM, Pricing
+from resume import confirmation, recovery, starting
 from resume.app import App
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Tool, ToolContext
-from store import approvals, events, ledger, messages, runs
+from store import approvals, events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests.quotes_harness import ASK
@@ -191,3 +191,76 @@ async def test_recover_orphans__a_tool_result_in_the_messages_is_never_replayed(
     assert after[:len(before)] == before
     assert sum(1 for m in after if m["role"] == "tool") == 1
     assert final.tool_calls == run.tool_calls == 1
+
+
+class CrashingCRM(CRM):
+    """Every send dies on its way to the CRM, before anything is written."""
+
+    async def send(self, quote_id: str, pricing: Pricing, key: str) -> dict[str, Any]:
+        raise Crash
+
+
+async def test_recover_orphans__exhausted_run_names_the_tool_call_it_left_unknown(
+    db: Database,
+) -> None:
+    crm = CrashingCRM(db)
+    await crm.setup()
+    rt = Runtime(db=db, app=quotes.build(crm), owner_id="proc_crashing")
+    assert rt.max_recovery_attempts == 2
+    run = await starting.start(rt, "U_REP", ASK)
+    assert run.pending_token
+    with pytest.raises(Crash):  # crash one: approved, then killed mid-send
+        await confirmation.resume_after_confirmation(rt, run.pending_token, "approve", "U_REP")
+    for _ in range(2):  # crashes two and three: each recovery finds the send not done, retries
+        await _age(db, run.id)
+        with pytest.raises(Crash):
+            await recovery.recover_orphans(rt)
+    [send] = [e for e in await ledger.for_run(db, run.id) if e.tool == "send_quote"]
+    assert send.status is LedgerStatus.started
+    await _age(db, run.id)
+
+    report = await recovery.recover_orphans(rt)
+
+    assert [r.id for r in report.exhausted] == [run.id] and report.recovered == []
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.failed and final.halt_reason == "recovery_exhausted"
+    notice = (await outbox.for_run(db, run.id))[-1].payload
+    assert notice["event"] == "failed" and notice["reason"] == "recovery_exhausted"
+    quote_id = send.args["quote_id"]
+    assert quote_id and quote_id == (await _draft_id(db, run.id))
+    assert "send_quote may or may not have run" in notice["detail"]
+    assert quote_id in notice["detail"] and send.idempotency_key in notice["detail"]
+    [failed] = await events.for_run(db, run.id, kind="failed")
+    assert failed.data["unknown_calls"] == [{"call_id": send.call_id, "tool": "send_quote",
+                                             "args": {"quote_id": quote_id},
+                                             "idempotency_key": send.idempotency_key}]
+    # Nobody will reconcile it now: the ledger says so, and nothing was sent.
+    assert [(e.tool, e.status) for e in await ledger.for_run(db, run.id)] == [
+        ("lookup_account", LedgerStatus.succeeded), ("draft_quote", LedgerStatus.succeeded),
+        ("send_quote", LedgerStatus.unknown)]
+    assert await crm.sent_count() == 0
+
+
+async def test_recover_orphans__exhausted_run_without_unknown_calls_says_check_the_trace(
+    db: Database,
+) -> None:
+    crm = await _crm(db)
+    rt = Runtime(db=db, app=quotes.build(crm), max_recovery_attempts=0)
+    run = await starting.begin(rt, "U_REP", ASK)  # created, then nobody worked on it
+    await _age(db, run.id)
+
+    report = await recovery.recover_orphans(rt)
+
+    assert [r.id for r in report.exhausted] == [run.id]
+    notice = (await outbox.for_run(db, run.id))[-1].payload
+    assert notice["reason"] == "recovery_exhausted"
+    assert "may or may not have run" not in notice["detail"]
+    assert "Check the run's trace" in notice["detail"]
+    [failed] = await events.for_run(db, run.id, kind="failed")
+    assert failed.data["unknown_calls"] == []
+
+
+async def _draft_id(db: Database, run_id: str) -> str:
+    [draft] = [e for e in await ledger.for_run(db, run_id) if e.tool == "draft_quote"]
+    return str(draft.result["quote_id"])
+
