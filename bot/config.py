@@ -154,6 +154,14 @@ class Settings(BaseSettings):
         "SIGNOFF_RETENTION_DAYS",
         "Days halted and failed runs are kept before they are purged.",
     )
+    max_concurrent_runs: int = Field(
+        8,
+        validation_alias="SIGNOFF_MAX_CONCURRENT_RUNS",
+        ge=1,
+        description="Runs this process works on at once after a click, an ask or a "
+        "continue; more wait their turn (at most a third of "
+        "SIGNOFF_ORPHAN_AFTER_SECONDS), so a burst of clicks cannot delay the acks.",
+    )
 
     # --- Scheduled jobs -------------------------------------------------------
     expiry_interval_seconds: float = _positive(

@@ -6,6 +6,13 @@ mid-flight. Work started after an ack (``confirmation.proceed``,
 ``loop.drive``) goes through :meth:`Services.spawn`, which holds it until it
 ends. None of that work needs to survive a crash here: the run is in the
 store, and the reaper takes over a run whose heartbeat stops.
+
+That work is bounded: at most ``SIGNOFF_MAX_CONCURRENT_RUNS`` runs are worked
+on at once, so a burst of clicks does not fill the event loop with resumed
+runs while later clicks wait for their ack. A run waiting for a slot has no
+heartbeat yet (its claim, start or continue set one), so it waits at most a
+third of ``orphan_after`` and then starts anyway: a bounded wait can never
+make a held run look orphaned to a reaper.
 """
 
 from __future__ import annotations
@@ -41,13 +48,43 @@ class Services:
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     #: The notifier's "deliver the outbox now" hook (see :meth:`kick`).
     kicker: Kicker = _no_kick
+    #: Slots for background work (``SIGNOFF_MAX_CONCURRENT_RUNS``).
+    _slots: asyncio.Semaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
 
     def spawn(self, work: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-        """Run ``work`` in the background, holding a reference until it ends; kick after."""
-        task = asyncio.get_running_loop().create_task(work, name=name)
+        """Run ``work`` in the background when a slot is free, holding a reference until it
+        ends; kick after. ``work`` is a run this process holds (a drive or a resume)."""
+        task = asyncio.get_running_loop().create_task(self._in_slot(work, name), name=name)
         self.tasks.add(task)
         task.add_done_callback(self._finished)
         return task
+
+    async def _in_slot(self, work: Coroutine[Any, Any, Any], name: str) -> Any:
+        try:
+            slotted = await self._wait_for_slot(name)
+        except BaseException:
+            work.close()  # cancelled while queued: it never started
+            raise
+        try:
+            return await work
+        finally:
+            if slotted:
+                self._slots.release()
+
+    async def _wait_for_slot(self, name: str) -> bool:
+        """True with a slot; False when the wait hit its bound (start anyway, unslotted)."""
+        patience = self.rt.orphan_after.total_seconds() / 3
+        try:
+            await asyncio.wait_for(self._slots.acquire(), patience)
+        except TimeoutError:
+            log.warning("%s waited %.0fs for a slot; starting it anyway so its lease stays "
+                        "fresh (raise SIGNOFF_MAX_CONCURRENT_RUNS if this repeats)",
+                        name, patience, extra={"action": "slot_wait_exceeded", "task": name})
+            return False
+        return True
 
     def _finished(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)

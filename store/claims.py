@@ -7,21 +7,24 @@ who decided and when.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, select, update
+from sqlalchemy import ColumnElement, Update, select, update
 
 from store import approvals as approvals_store
-from store import codec, schema
-from store.effects import Effects
+from store import codec, effects, schema
+from store.effects import Effects, EncodedEffects
 from store.engine import Database
 from store.records import Approval, Run
 from store.runs import state_is, transition
 from store.states import RunState
 
+log = logging.getLogger(__name__)
 t = schema.runs
+a = schema.approvals
 
 Refusal = Literal["unknown_token", "already_decided", "expired", "superseded", "not_suspended"]
 
@@ -52,46 +55,70 @@ async def claim(
 ) -> Claimed | ClaimRefused:
     """suspended -> running for the holder of ``token``; records the decision.
 
-    The winner gets the run with a new lease (epoch + 1) owned by ``owner_id``.
-    A suspension at or past ``expires_at`` cannot be claimed: the expiry sweep
-    and a click at the boundary never both win.
+    The winner gets the run with a new lease (epoch + 1) owned by ``owner_id``,
+    and the approval row records who decided what, in the same transaction. A
+    suspension at or past ``expires_at`` cannot be claimed: the expiry sweep
+    and a click at the boundary never both win. Concurrent callers: one wins;
+    every other one changes nothing and is told why (``already_decided`` with
+    the winner's approval row, once the winner has committed).
+
+    The winner's path is four statements: the guarded UPDATE finds the run
+    through the approval inside its own WHERE (no lookup first), the effects'
+    inserts, and ``UPDATE approvals ... RETURNING`` (no re-read).
     """
+    enc = fx.encoded()
     async with db.write() as conn:
-        appr_row = (
-            await conn.execute(select(schema.approvals).where(schema.approvals.c.token == token))
-        ).mappings().first()
-        if appr_row is None:
-            return ClaimRefused("unknown_token", None, None)
-        approval = Approval.from_row(appr_row)
-        run = await transition(
-            conn,
-            run_id=approval.run_id,
-            where=[state_is(RunState.suspended), t.c.pending_token == token, t.c.expires_at > now],
-            values={
-                "state": RunState.running.value,
-                "owner_id": owner_id,
-                "lease_epoch": t.c.lease_epoch + 1,
-                "heartbeat_at": now,
-            },
-            fx=fx,
-            now=now,
-            action="claim",
-        )
-        if run is not None:
-            await conn.execute(
-                update(schema.approvals)
-                .where(schema.approvals.c.token == token)
-                .values(decision=decision, decided_by=actor, decided_at=now, reason=reason)
+        row = (await conn.execute(_claim_statement(token, owner_id, now, enc))).mappings().first()
+        if row is not None:
+            run = Run.from_row(row)
+            await effects.apply(
+                conn, run.id, enc,
+                message_base=run.message_seq - len(enc.messages),
+                event_base=run.event_seq - len(enc.events),
+                now=now,
             )
-            decided = await approvals_store.get_in(conn, token)
-            assert decided is not None
-            return Claimed(run, decided)
-        # Re-read: on PostgreSQL the winner may have committed while we waited on its lock.
-        approval = await approvals_store.get_in(conn, token) or approval
+            decided = (await conn.execute(
+                update(a)
+                .where(a.c.token == token)
+                .values(decision=decision, decided_by=actor, decided_at=now, reason=reason)
+                .returning(*a.c)
+            )).mappings().one()
+            log.info("claim run %s -> %s", run.id, run.state.value,
+                     extra={"action": "claim", "run_id": run.id, "state": run.state.value})
+            return Claimed(run, Approval.from_row(decided))
+        # Refused. Read after the UPDATE: on PostgreSQL the winner may have committed
+        # while we waited on its row lock, and this is what it left.
+        approval = await approvals_store.get_in(conn, token)
+        if approval is None:
+            return ClaimRefused("unknown_token", None, None)
         current_stmt = select(t).where(t.c.id == approval.run_id)
         current = (await conn.execute(current_stmt)).mappings().first()
     current_run = Run.from_row(current) if current is not None else None
     return ClaimRefused(_why_refused(approval, current_run, token, now), approval, current_run)
+
+
+def _claim_statement(token: str, owner_id: str, now: datetime, enc: EncodedEffects) -> Update:
+    """The guarded UPDATE of a claim, with the run found through its approval row."""
+    run_of_token = select(a.c.run_id).where(a.c.token == token).scalar_subquery()
+    return (
+        update(t)
+        .where(
+            t.c.id == run_of_token,
+            state_is(RunState.suspended),
+            t.c.pending_token == token,
+            t.c.expires_at > now,
+        )
+        .values(
+            state=RunState.running.value,
+            owner_id=owner_id,
+            lease_epoch=t.c.lease_epoch + 1,
+            heartbeat_at=now,
+            updated_at=now,
+            message_seq=t.c.message_seq + len(enc.messages),
+            event_seq=t.c.event_seq + len(enc.events),
+        )
+        .returning(*t.c)
+    )
 
 
 def _why_refused(approval: Approval, run: Run | None, token: str, now: datetime) -> Refusal:
