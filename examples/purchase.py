@@ -21,7 +21,6 @@ OpenAI-compatible model does.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -29,12 +28,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from examples import models
 from examples.shop import Shop, ShopError, lines_of, total_of
 from resume.app import App
 from resume.budget import Limits
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.model import Model
-from resume.openai_compat import OpenAICompatibleModel
 from resume.routes import Branch, RouteDecision, RouteFunction, Router
 from resume.scope import Scope
 from resume.scripted import ScriptedModel
@@ -230,18 +229,9 @@ def tool_results(messages: Sequence[Message]) -> list[Result]:
     """(tool name, decoded result) of every tool message, in order."""
     out: list[Result] = []
     for m in messages:
-        if m.role != "tool":
-            continue
-        try:
-            data = json.loads(m.content or "{}")
-        except json.JSONDecodeError:
-            data = {"raw": m.content}
-        out.append((m.name or "", data if isinstance(data, dict) else {"value": data}))
+        if m.role == "tool":
+            out.append((m.name or "", models.result_of(m)))
     return out
-
-
-def _call(name: str, **arguments: Any) -> Message:
-    return Message.assistant(None, [ToolCall(name=name, arguments=arguments)])
 
 
 def purchase_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Message:
@@ -258,22 +248,21 @@ def purchase_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> M
                                         for sku, _ in wanted])
     last, data = results[-1]
     if "error" in data:
-        return Message.assistant(f"I did not finish: {data.get('message') or data['error']}"
-                                 + (f" ({data['reason']})" if data.get("reason") else ""))
+        return models.did_not_finish(data)
     if last == "check_stock":
         stock = {d["sku"]: d["in_stock"] for name, d in results if name == "check_stock"}
         short = [f"{sku} has {stock.get(sku, 0)}" for sku, qty in wanted
                  if stock.get(sku, 0) < qty]
         if short:
             return Message.assistant("Not enough stock: " + "; ".join(short) + ".")
-        return _call("build_cart", items=[{"sku": s, "quantity": q} for s, q in wanted])
+        return models.call("build_cart", items=[{"sku": s, "quantity": q} for s, q in wanted])
     after = {"build_cart": ("approve_cart_mandate", "cart_id"),
              "approve_cart_mandate": ("sign_mandate", "mandate_id"),
              "sign_mandate": ("complete_checkout", "mandate_id"),
              "complete_checkout": ("analyse_order", "order_id")}
     if last in after:
         name, key = after[last]
-        return _call(name, **{key: data[key]})
+        return models.call(name, **{key: data[key]})
     return Message.assistant(
         f"Ordered {data.get('units')} item(s) in {data.get('lines')} line(s): order "
         f"{data.get('order_id')}, total ${data.get('total', 0):,.2f}, "
@@ -298,16 +287,6 @@ def scripted_model() -> Model:
     return ScriptedModel(purchase_script, cost_per_call_usd=0.002)
 
 
-def model_from_env() -> Model:
-    url, key = os.environ.get("SIGNOFF_MODEL_URL"), os.environ.get("SIGNOFF_MODEL_API_KEY")
-    if url and key:
-        return OpenAICompatibleModel(
-            base_url=url, api_key=key, model=os.environ.get("SIGNOFF_MODEL_NAME", "gpt-4o-mini"),
-            price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
-        )
-    return scripted_model()
-
-
 _shop: Shop | None = None
 
 
@@ -321,7 +300,7 @@ def shop_from_env() -> Shop:
 
 def app() -> App:
     """``SIGNOFF_APP=examples.purchase:app``."""
-    return build(shop_from_env(), model_from_env())
+    return build(shop_from_env(), models.from_env(scripted_model))
 
 
 __all__ = ["ROUTES", "app", "build", "purchase_script", "rule_route"]

@@ -13,7 +13,6 @@ an OpenAI-compatible model does.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -21,12 +20,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from examples import models
 from examples.crm import CRM, PRICES, TIERS, price
 from resume.app import App
 from resume.budget import Limits
-from resume.messages import Message, ToolCall, ToolSpec
+from resume.messages import Message, ToolSpec
 from resume.model import Model
-from resume.openai_compat import OpenAICompatibleModel
 from resume.scope import Scope
 from resume.scripted import ScriptedModel
 from resume.tools import Guard, Preview, Reconciliation, Tool, ToolContext
@@ -132,13 +131,10 @@ def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None)
 
 
 def _last_result(messages: Sequence[Message]) -> tuple[str | None, dict[str, Any]]:
+    """(tool name, decoded result) of the last tool message since the request."""
     for m in reversed(messages):
         if m.role == "tool":
-            try:
-                data = json.loads(m.content or "{}")
-            except json.JSONDecodeError:
-                data = {"raw": m.content}
-            return m.name, data if isinstance(data, dict) else {"value": data}
+            return m.name, models.result_of(m)
         if m.role == "user":
             break
     return None, {}
@@ -153,33 +149,19 @@ def quote_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Mess
     account, qty, sku = match["account"].strip(), int(match["qty"]), match["sku"].upper()
     last, data = _last_result(messages)
     if last is None:
-        return Message.assistant(None, [ToolCall(name="lookup_account",
-                                                 arguments={"account": account})])
+        return models.call("lookup_account", account=account)
     if "error" in data:
-        return Message.assistant(f"I did not finish: {data.get('message') or data['error']}"
-                                 + (f" ({data['reason']})" if data.get("reason") else ""))
+        return models.did_not_finish(data)
     if last == "lookup_account":
-        return Message.assistant(None, [ToolCall(name="draft_quote", arguments={
-            "account": data["account"], "sku": sku, "quantity": qty})])
+        return models.call("draft_quote", account=data["account"], sku=sku, quantity=qty)
     if last == "draft_quote":
-        return Message.assistant(None, [ToolCall(name="send_quote",
-                                                 arguments={"quote_id": data["quote_id"]})])
+        return models.call("send_quote", quote_id=data["quote_id"])
     return Message.assistant(f"Sent quote {data.get('quote_id')} to {data.get('account')}: "
                              f"total ${data.get('total', 0):,.2f}.")
 
 
 def scripted_model() -> Model:
     return ScriptedModel(quote_script, cost_per_call_usd=0.002)
-
-
-def model_from_env() -> Model:
-    url, key = os.environ.get("SIGNOFF_MODEL_URL"), os.environ.get("SIGNOFF_MODEL_API_KEY")
-    if url and key:
-        return OpenAICompatibleModel(
-            base_url=url, api_key=key, model=os.environ.get("SIGNOFF_MODEL_NAME", "gpt-4o-mini"),
-            price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
-        )
-    return scripted_model()
 
 
 _crm: CRM | None = None
@@ -195,7 +177,7 @@ def crm_from_env() -> CRM:
 
 def app() -> App:
     """``SIGNOFF_APP=examples.quotes:app``. Call ``crm_from_env().setup()`` before first use."""
-    return build(crm_from_env(), model_from_env())
+    return build(crm_from_env(), models.from_env(scripted_model))
 
 
 __all__ = ["TIERS", "app", "build", "quote_script"]
