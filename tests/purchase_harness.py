@@ -13,9 +13,10 @@ from examples.shop import Shop
 from resume.model import Model
 from resume.routes import ROUTE_EVENT, Branch, RouteDecision, RouteFunction
 from resume.runtime import Runtime
-from store import approvals, codec, schema
+from store import codec, schema
 from store.engine import Database
-from store.records import Approval, Run
+from store.records import Run
+from tests import world
 
 #: Two lines: check_stock x2, build_cart, approve_cart_mandate, sign_mandate,
 #: complete_checkout, analyse_order -- seven tool calls when it works.
@@ -44,16 +45,8 @@ def decision(
 
 
 @dataclass
-class PurchaseWorld:
-    rt: Runtime
+class PurchaseWorld(world.World):
     shop: Shop
-
-    async def pending(self, run: Run) -> Approval:
-        """The open approval of a suspended run."""
-        mine = [a for a in await approvals.for_run(self.rt.db, run.id)
-                if a.token == run.pending_token]
-        assert mine, f"run {run.id} has no open approval (state {run.state})"
-        return mine[0]
 
 
 async def purchase_world(

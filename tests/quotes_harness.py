@@ -12,24 +12,15 @@ from examples.crm import CRM
 from resume.budget import Limits
 from resume.model import Model
 from resume.runtime import Runtime
-from store import approvals
 from store.engine import Database
-from store.records import Approval, Run
+from tests import world
 
 ASK = "draft a quote for Henderson, 200 of SKU-4411"
 
 
 @dataclass
-class QuotesWorld:
-    rt: Runtime
+class QuotesWorld(world.World):
     crm: CRM
-
-    async def pending(self, run: Run) -> Approval:
-        """The open approval of a suspended run."""
-        mine = [a for a in await approvals.for_run(self.rt.db, run.id)
-                if a.token == run.pending_token]
-        assert mine, f"run {run.id} has no open approval (state {run.state})"
-        return mine[0]
 
 
 async def quotes_world(
