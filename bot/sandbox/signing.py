@@ -7,11 +7,12 @@ signature verification on. The signature is computed by slack_sdk's own
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec
 from urllib.parse import urlencode
 
 from slack_sdk.signature import SignatureVerifier
@@ -21,6 +22,7 @@ from bot.sandbox import fake_slack
 JSON = dict[str, Any]
 #: state.values of a view or message: block_id -> action_id -> element state.
 StateValues = Mapping[str, Mapping[str, Mapping[str, Any]]]
+P = ParamSpec("P")
 
 TEAM_ID = fake_slack.TEAM_ID
 BOT_ID = fake_slack.BOT_ID
@@ -119,38 +121,6 @@ def block_actions_payload(
     return payload
 
 
-def block_actions_body(
-    user_id: str,
-    action_id: str,
-    value: str,
-    channel_id: str,
-    message_ts: str,
-    response_url: str,
-    trigger_id: str,
-    message: JSON | None = None,
-    *,
-    block_id: str = "signoff.actions",
-    is_ephemeral: bool = False,
-    user_name: str | None = None,
-) -> str:
-    """:func:`block_actions_payload`, form-encoded, ready to sign and POST."""
-    return form_body(
-        block_actions_payload(
-            user_id,
-            action_id,
-            value,
-            channel_id,
-            message_ts,
-            response_url,
-            trigger_id,
-            message,
-            block_id=block_id,
-            is_ephemeral=is_ephemeral,
-            user_name=user_name,
-        )
-    )
-
-
 def slash_command_body(
     user_id: str,
     text: str,
@@ -219,21 +189,19 @@ def view_submission_payload(
     }
 
 
-def view_submission_body(
-    user_id: str,
-    callback_id: str,
-    private_metadata: str,
-    values: StateValues,
-    *,
-    view_id: str = "V00000001",
-    user_name: str | None = None,
-) -> str:
-    """:func:`view_submission_payload`, form-encoded, ready to sign and POST."""
-    return form_body(
-        view_submission_payload(
-            user_id, callback_id, private_metadata, values, view_id=view_id, user_name=user_name
-        )
-    )
+def _form_encoded(make: Callable[P, JSON]) -> Callable[P, str]:
+    """``make``'s payload, form-encoded as Slack sends interactivity: same arguments."""
+
+    @functools.wraps(make)
+    def encoded(*args: P.args, **kwargs: P.kwargs) -> str:
+        return form_body(make(*args, **kwargs))
+
+    encoded.__doc__ = f":func:`{make.__name__}`, form-encoded, ready to sign and POST."
+    return encoded
+
+
+block_actions_body = _form_encoded(block_actions_payload)
+view_submission_body = _form_encoded(view_submission_payload)
 
 
 def _user(user_id: str, user_name: str | None) -> JSON:
