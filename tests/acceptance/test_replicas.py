@@ -163,12 +163,18 @@ async def test_replicas__every_card_clicked_twice_on_two_replicas_executes_once(
 
 
 KILLED_RUNS = 30
-SEND_SECONDS = 15.0
+#: Long, so that on a loaded 2-core machine all 30 sends are in flight together before the first
+#: of them would finish (the kill comes as soon as they are; it never waits this long).
+SEND_SECONDS = 40.0
 SURVIVOR_SEND_SECONDS = 0.5
 #: Takeover deadline after the kill: the orphan timeout, one reaper tick, and scheduling slack
 #: (a heartbeat may be up to a third of the orphan timeout old when the process dies, and a
 #: loaded 2-core machine delays ticks).
 TAKEOVER_SLACK_SECONDS = 3.0
+#: Thirty drives on one replica of a loaded 2-core machine can delay a heartbeat past 3 s,
+#: and a live holder would then be taken over (safely: fenced, reconciled) before the kill,
+#: which is not the scenario under test. Heartbeats go every third of this.
+KILL_ORPHAN_AFTER_SECONDS = 8.0
 
 
 @pytest.mark.timeout(300)
@@ -180,8 +186,10 @@ async def test_replicas__sigkill_mid_send_others_take_over_and_write_once(
         # Same app (same fingerprint) everywhere; only the victim's sends are slow enough to
         # be caught mid-send, so the survivors' re-sends after the takeover are quick.
         [victim], survivors = await asyncio.gather(
-            c.start(1, replicas.SLOW_APP, ACCEPTANCE_SEND_SECONDS=str(SEND_SECONDS)),
-            c.start(2, replicas.SLOW_APP, ACCEPTANCE_SEND_SECONDS=str(SURVIVOR_SEND_SECONDS)))
+            c.start(1, replicas.SLOW_APP, ACCEPTANCE_SEND_SECONDS=str(SEND_SECONDS),
+                    SIGNOFF_ORPHAN_AFTER_SECONDS=str(KILL_ORPHAN_AFTER_SECONDS)),
+            c.start(2, replicas.SLOW_APP, ACCEPTANCE_SEND_SECONDS=str(SURVIVOR_SEND_SECONDS),
+                    SIGNOFF_ORPHAN_AFTER_SECONDS=str(KILL_ORPHAN_AFTER_SECONDS)))
         reps = [victim, *survivors]
         await _ask(c, reps, range(KILLED_RUNS))
         cards = await _cards(c, w, KILLED_RUNS)
@@ -216,7 +224,7 @@ async def test_replicas__sigkill_mid_send_others_take_over_and_write_once(
     victim_id = holder.pop()
     late = [
         (e["run_id"], round(e["at"].timestamp() - killed_at, 1)) for e in recovered
-        if e["at"].timestamp() > killed_at + replicas.ORPHAN_AFTER_SECONDS
+        if e["at"].timestamp() > killed_at + KILL_ORPHAN_AFTER_SECONDS
         + replicas.REAPER_INTERVAL_SECONDS + TAKEOVER_SLACK_SECONDS
     ]
     print(f"after the kill: reconciled {dict(reconciled)}; taken over after "
