@@ -138,7 +138,7 @@ async def serve(settings: config.Settings) -> int:
         jobs = scheduler.start(services)  # one reaper pass right away
         log.info("signoff serving on %s:%s", settings.host, settings.port,
                  extra={"action": "serve", "owner_id": services.rt.owner_id})
-        await _until_stopped()
+        await until_stopped()
     finally:
         log.info("signoff stopping", extra={"action": "stop"})
         if jobs is not None:
@@ -150,7 +150,8 @@ async def serve(settings: config.Settings) -> int:
     return EXIT_OK
 
 
-async def _until_stopped() -> None:
+async def until_stopped() -> None:
+    """Wait for SIGTERM or SIGINT (``signoff serve`` and ``signoff sandbox``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -23,7 +23,6 @@ import importlib
 import logging
 import os
 import secrets
-import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -178,20 +177,8 @@ async def run(settings: config.Settings, app_ref: str, port: int) -> int:
     """Start everything, print where, and serve until SIGINT or SIGTERM."""
     async with started(settings, app_ref, port) as running:
         print(banner(running), flush=True)
-        await _until_stopped()
+        await server.until_stopped()
     return EXIT_OK
-
-
-async def _until_stopped() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
 
 
 def main(settings: config.Settings, app_ref: str, port: int) -> int:
