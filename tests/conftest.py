@@ -31,6 +31,7 @@ _KEEP = {
     "SIGNOFF_REQUIRE_POSTGRES",
     "SIGNOFF_REQUIRE_BROWSER",
     "SIGNOFF_SHARED_DIR",
+    "SIGNOFF_SCREENSHOTS_DIR",
 }
 for _name in list(os.environ):
     if _name.startswith(("SLACK_", "SIGNOFF_", "DATABASE_URL")) and _name not in _KEEP:
