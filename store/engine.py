@@ -3,10 +3,7 @@
 SQLite: WAL, ``synchronous=FULL``, a busy timeout and foreign keys; the
 driver's own transaction handling is turned off and every write transaction
 is ``BEGIN IMMEDIATE``, because a deferred read-then-write gets SQLITE_BUSY
-without waiting for the lock. Statements go to aiosqlite's thread in one
-hand-off each (``store.sqlite_driver``). PostgreSQL: asyncpg, READ COMMITTED;
-a pooled connection the server has closed (a restart, an admin shutdown) is
-replaced at checkout, without a round trip (see ``_stale_on_checkout``).
+without waiting for the lock. PostgreSQL: asyncpg, READ COMMITTED, pre-ping.
 """
 
 from __future__ import annotations
@@ -17,10 +14,10 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from store import errors, sqlite_driver
+from store import errors
 
 DEFAULT_URL = "sqlite+aiosqlite:///./signoff.db"
 #: How long a SQLite writer waits for the lock before giving up.
@@ -105,9 +102,9 @@ def connect(url: str = DEFAULT_URL, **engine_kwargs: Any) -> Database:
         if parsed.drivername == "postgresql":
             url = str(parsed.set(drivername="postgresql+asyncpg"))
         engine = create_async_engine(
-            url, isolation_level="READ COMMITTED", pool_reset_on_return=None, **engine_kwargs
+            url, isolation_level="READ COMMITTED", pool_pre_ping=True,
+            pool_reset_on_return=None, **engine_kwargs
         )
-        event.listen(engine.sync_engine.pool, "checkout", _stale_on_checkout)
         return Database(engine)
     raise errors.StoreError(
         f"unsupported DATABASE_URL {parsed.render_as_string(hide_password=True)!r}: "
@@ -115,29 +112,8 @@ def connect(url: str = DEFAULT_URL, **engine_kwargs: Any) -> Database:
     )
 
 
-def _stale_on_checkout(dbapi_conn: Any, _record: Any, _proxy: Any) -> None:
-    """Replace a pooled asyncpg connection the server has already closed.
-
-    When PostgreSQL restarts or terminates a backend it tells the client and
-    closes the socket; asyncpg marks the connection closed as soon as the event
-    loop reads that, so ``is_closed()`` answers without a round trip. Raising
-    DisconnectionError makes the pool discard it and connect afresh (SQLAlchemy's
-    documented pessimistic-disconnect hook). This replaces ``pool_pre_ping``,
-    whose ping on asyncpg is three round trips (BEGIN, ``;``, ROLLBACK) before
-    every transaction. A connection that dies between checkout and its first
-    statement fails that statement (DatabaseUnavailable) and the failure
-    invalidates every connection pooled before it, so the next transaction
-    reconnects: the same outcome pre-ping gave for a death after its ping.
-    """
-    driver = getattr(dbapi_conn, "driver_connection", None)
-    if driver is not None and driver.is_closed():
-        raise DisconnectionError("the server closed this pooled connection")
-
-
 def _sqlite_engine(url: str, **engine_kwargs: Any) -> AsyncEngine:
-    engine = create_async_engine(
-        url, pool_reset_on_return=None, module=sqlite_driver.Dbapi.load(), **engine_kwargs
-    )
+    engine = create_async_engine(url, pool_reset_on_return=None, **engine_kwargs)
 
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
