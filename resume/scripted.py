@@ -15,9 +15,13 @@ where it stopped.
 from __future__ import annotations
 
 import inspect
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from resume.messages import Message, ModelReply, ToolCall, ToolSpec, Usage
+
+#: How many of the latest conversations ``ScriptedModel.seen`` keeps.
+SEEN_KEPT = 100
 
 #: What a script step may answer: an assistant message, or text as a final answer.
 Turn = Message | str
@@ -47,8 +51,10 @@ class ScriptedModel:
     Tool calls without an id get ``call_<n>``, where ``n`` counts the tool calls
     in the conversation so far (skipping ids already used). Every call costs
     ``cost_per_call_usd`` and reports the fixed token counts. ``calls`` counts
-    completions served by this object; ``seen`` keeps the conversation each one
-    was given, for tests to inspect what the model was told.
+    completions served by this object; ``seen`` keeps the conversations the last
+    ``SEEN_KEPT`` of them were given, oldest first, for tests to inspect what the
+    model was told. Bounded: `signoff serve` plays the offline agent with one of
+    these for the life of the process, and it must not hold every conversation.
     """
 
     def __init__(
@@ -66,7 +72,7 @@ class ScriptedModel:
             cost_usd=cost_per_call_usd,
         )
         self.calls = 0
-        self.seen: list[list[Message]] = []
+        self.seen: deque[list[Message]] = deque(maxlen=SEEN_KEPT)
 
     @classmethod
     def turns(

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from resume import scripted
 from resume.messages import Message, ModelReply, ToolCall, ToolSpec
 from resume.scripted import ScriptedModel, ScriptExhausted
 
@@ -51,6 +52,18 @@ async def test_scripted__turns_follow_the_conversation() -> None:
     assert model.seen[2] == history
     assert final.usage.cost_usd == 0.001
     assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (100, 20)
+
+
+async def test_scripted__seen_keeps_only_the_latest_conversations() -> None:
+    # A long-lived process (signoff serve's offline agent) must not hold every conversation.
+    model = ScriptedModel.turns(["Done."])
+    asked = [[Message.user(f"question {i}")] for i in range(scripted.SEEN_KEPT + 5)]
+
+    for conversation in asked:
+        await model.complete(conversation, [DRAFT])
+
+    assert model.calls == scripted.SEEN_KEPT + 5
+    assert list(model.seen) == asked[5:]
 
 
 async def test_scripted__a_resumed_conversation_gets_the_same_reply() -> None:
