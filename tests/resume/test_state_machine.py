@@ -1,5 +1,7 @@
-"""A hypothesis state machine over the real store: start, approve, decline, expire, crash and
-recover, continue and cancel quotes runs in any order, on SQLite and PostgreSQL.
+"""A hypothesis state machine over the real store: start (some runs on budgets tight enough
+to halt), approve, decline, expire, crash and recover (some runs crash again in every
+recovery until the reaper gives up on them), continue and cancel quotes runs in any order,
+on SQLite and PostgreSQL.
 
 After every step, for every run the machine started:
 
@@ -8,7 +10,13 @@ After every step, for every run the machine started:
 - answered and failed runs stay exactly as they ended;
 - a suspended run has exactly one undecided approval, the one whose token is
   ``runs.pending_token``; every other token of the run is refused;
-- every change to a state other than ``running`` appended an event.
+- every change to a state other than ``running`` appended an event;
+- an answered or failed run has no ``started`` ledger row (each unknown outcome was
+  reconciled or recorded ``unknown``), and a run failed ``recovery_exhausted`` names
+  every call it left unknown, tool and arguments, in its failure notice.
+
+The test also checks that the machine got somewhere: budget halts and
+``recovery_exhausted`` were both reached on the way.
 
 A "crash" is a claim whose drive never ran (the process died right after
 the click); time moves by assignment to the runtime's clock and by writing
@@ -21,11 +29,13 @@ test and each machine checks only the runs it started.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -36,17 +46,28 @@ from hypothesis.stateful import (
 from sqlalchemy import func, select
 
 from examples import crm as crm_tables
+from examples import quotes
+from examples.crm import CRM, Pricing
 from resume import confirmation, continuation, expiry, outcomes, recovery, starting
+from resume.budget import Limits
+from resume.messages import Message, ToolSpec
 from resume.runtime import Runtime
-from store import approvals, engine, events, ledger, runs
+from resume.scripted import ScriptedModel, Turn
+from store import approvals, engine, events, ledger, outbox, runs
 from store.records import Run
-from store.states import RunState
+from store.states import LedgerStatus, RunState
 from tests.quotes_harness import ASK, quotes_world
 
 USER = "U_REP"
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 TICK = timedelta(seconds=1)
+#: Takeovers of one run before a reaper fails it: small, so ``recovery_exhausted`` is reached.
+RECOVERIES = 1
 TERMINAL = (RunState.answered, RunState.failed)
+#: Budgets that halt a quotes run on the way: after lookup, after draft, after the send
+#: (before the final answer), and at the send itself (the approval is then kept).
+TIGHT = (Limits(max_steps=1), Limits(max_steps=2), Limits(max_steps=3),
+         Limits(max_tool_calls=2))
 MACHINE = settings(max_examples=25, stateful_step_count=15, deadline=None, database=None,
                    suppress_health_check=[HealthCheck.too_slow])
 
@@ -78,11 +99,28 @@ def _consumed(run: Run) -> tuple[int, float, int, int]:
     return (run.step, run.spend_usd, run.tool_calls, run.elapsed_ms)
 
 
+class Crash(BaseException):
+    """Stands in for a kill: no handler in the loop catches it, so the run stays running."""
+
+
+class CrashingSends(CRM):
+    """The CRM as a process that dies on its way to send: nothing is written."""
+
+    async def send(self, quote_id: str, pricing: Pricing, key: str) -> dict[str, Any]:
+        raise Crash
+
+
+def _crash_at_model(messages_: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+    raise Crash
+
+
 class QuotesRuns(RuleBasedStateMachine):
     """The machine; :func:`machine_for` binds it to a database."""
 
     url = ""
     started = Bundle("started")
+    #: Halt and failure reasons any machine of this class reached (the test checks coverage).
+    reached: ClassVar[set[str]] = set()
 
     def __init__(self) -> None:
         super().__init__()
@@ -92,13 +130,22 @@ class QuotesRuns(RuleBasedStateMachine):
         world = self.loop.run(quotes_world(self.db, clock=self.clock))
         self.rt, self.crm = world.rt, world.crm
         #: A second process: it takes over what the first left behind.
-        self.reaper = Runtime(db=self.db, app=self.rt.app, owner_id="proc_reaper",
-                              clock=self.clock)
+        self.reaper = self._runtime("proc_reaper", self.rt.app)
+        #: Reapers that take a run over and die: at its next model call, or mid-send.
+        self.doomed = {
+            "model": self._runtime("proc_doomed_model", quotes.build(
+                self.crm, ScriptedModel(_crash_at_model))),
+            "send": self._runtime("proc_doomed_send", quotes.build(CrashingSends(self.db))),
+        }
         self.seen: dict[str, Seen] = {}
 
     def teardown(self) -> None:
         self.loop.run(self.db.dispose())
         self.loop.close()
+
+    def _runtime(self, owner_id: str, app: Any) -> Runtime:
+        return Runtime(db=self.db, app=app, owner_id=owner_id, clock=self.clock,
+                       max_recovery_attempts=RECOVERIES)
 
     def run(self, coro: Any) -> Any:
         return self.loop.run(coro)
@@ -113,6 +160,18 @@ class QuotesRuns(RuleBasedStateMachine):
     def start(self) -> str:
         run: Run = self.run(starting.start(self.rt, USER, ASK))
         assert run.state is RunState.suspended, run.halt_reason
+        self.seen[run.id] = Seen(run.state, run.event_seq, _consumed(run))
+        return run.id
+
+    @rule(target=started, limits=st.sampled_from(TIGHT))
+    def start_on_a_tight_budget(self, limits: Limits) -> str:
+        tight = Runtime(db=self.db, app=quotes.build(self.crm, limits=limits),
+                        owner_id=self.rt.owner_id, clock=self.clock)
+        run: Run = self.run(starting.start(tight, USER, ASK))
+        if limits.max_steps < 3:
+            assert (run.state, run.halt_reason) == (RunState.halted, "budget:steps")
+        else:
+            assert run.state is RunState.suspended, run.halt_reason
         self.seen[run.id] = Seen(run.state, run.event_seq, _consumed(run))
         return run.id
 
@@ -174,6 +233,40 @@ class QuotesRuns(RuleBasedStateMachine):
         for run_id in self.seen:
             assert self.get(run_id).state is not RunState.running, "an orphan was left"
 
+    @rule(run_id=started, where=st.sampled_from(["model", "send"]))
+    def crash_in_recovery(self, run_id: str, where: str) -> None:
+        """The run is clicked (or continued) and the process dies; so does the reaper that
+        takes it over, at its next model call or mid-send."""
+        self._crash(run_id, where, times=1)
+
+    @rule(run_id=started, where=st.sampled_from(["model", "send"]))
+    def crash_in_every_recovery(self, run_id: str, where: str) -> None:
+        """As above, and every later reaper dies the same way until one gives up on the run."""
+        self._crash(run_id, where, times=RECOVERIES + 1)
+
+    def _crash(self, run_id: str, where: str, *, times: int) -> None:
+        run = self.get(run_id)
+        if run.state is RunState.suspended:
+            self.run(confirmation.decide(self.rt, run.pending_token or "tok_none",
+                                         "approve", USER))
+        elif run.state is RunState.halted:
+            self.run(continuation.grant_continue(self.rt, run_id, USER))
+        doomed = self.doomed[where]
+        for _ in range(times):
+            run = self.get(run_id)
+            if run.state is not RunState.running:
+                return
+            stale = self.clock.at - self.rt.orphan_after - TICK
+            assert self.run(runs.heartbeat(self.db, run_id, run.lease_epoch, now=stale))
+            try:
+                report = self.run(recovery.recover_orphans(doomed, now=self.clock.at))
+            except Crash:
+                continue  # this run's reaper died, or another orphan's did
+            if run.recovery_attempts >= doomed.max_recovery_attempts:
+                assert run_id in [r.id for r in report.exhausted], run.recovery_attempts
+        # Past ``RECOVERIES`` takeovers a reaper fails the run rather than take it again.
+        assert times <= RECOVERIES or self.get(run_id).state is not RunState.running
+
     @rule(run_id=started)
     def continue_(self, run_id: str) -> None:
         run = self.get(run_id)
@@ -199,9 +292,12 @@ class QuotesRuns(RuleBasedStateMachine):
             self._terminal(run, seen)
             self._one_live_token(run)
             self._events(run, seen)
+            self._unknown_outcomes(run)
             seen.state, seen.event_seq, seen.consumed = run.state, run.event_seq, _consumed(run)
             if run.state in TERMINAL and seen.ended is None:
                 seen.ended = run
+            if run.halt_reason is not None:
+                type(self).reached.add(run.halt_reason.partition(":")[0])
 
     def _sends(self, run: Run) -> None:
         calls = [e for e in self.run(ledger.for_run(self.db, run.id))
@@ -239,8 +335,24 @@ class QuotesRuns(RuleBasedStateMachine):
                 f"{run.id}: {seen.state.value} -> {run.state.value} without an event")
 
 
+    def _unknown_outcomes(self, run: Run) -> None:
+        if run.state not in TERMINAL:
+            return
+        entries = self.run(ledger.for_run(self.db, run.id))
+        assert not [e.call_id for e in entries if e.status is LedgerStatus.started], (
+            f"{run.id} is {run.state.value} with a started ledger row")
+        if run.halt_reason != recovery.EXHAUSTED_REASON:
+            return
+        notice = [r.payload for r in self.run(outbox.for_run(self.db, run.id))
+                  if r.kind == "run_notice" and r.payload["event"] == "failed"][-1]
+        for e in entries:
+            if e.status is LedgerStatus.unknown:
+                assert e.tool in notice["detail"] and str(e.args) in notice["detail"], (
+                    f"{run.id}: the notice does not name {e.tool} {e.args}")
+
+
 def machine_for(url: str) -> type[QuotesRuns]:
-    return type("QuotesRunsOn", (QuotesRuns,), {"url": url})
+    return type("QuotesRunsOn", (QuotesRuns,), {"url": url, "reached": set()})
 
 
 async def _sends_by_key(db: engine.Database, keys: list[str]) -> dict[str, int]:
@@ -254,4 +366,8 @@ async def _sends_by_key(db: engine.Database, keys: list[str]) -> dict[str, int]:
 
 
 def test_quotes_runs__invariants_hold_under_any_sequence(database_url: str) -> None:
-    run_state_machine_as_test(machine_for(database_url), settings=MACHINE)
+    machine = machine_for(database_url)
+
+    run_state_machine_as_test(machine, settings=MACHINE)
+
+    assert {"budget", recovery.EXHAUSTED_REASON} <= machine.reached, machine.reached
