@@ -246,7 +246,9 @@ async def _end(
     db: Database, run_id: str, epoch: int, state: RunState, *, now: datetime, fx: Effects,
     values: dict[str, Any],
 ) -> Run:
-    values = {**values, "state": state.value, "heartbeat_at": None}
+    # A run that stops holds no bearer token: claims need ``state='suspended'`` anyway,
+    # and each card's token and decision stay in the approvals table.
+    values = {**values, "state": state.value, "heartbeat_at": None, "pending_token": None}
     async with db.write() as conn:
         run = await transition(
             conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,

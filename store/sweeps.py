@@ -54,8 +54,9 @@ async def expire_due(
     """suspended -> halted(suspension_expired) for every run whose ``expires_at`` <= now.
 
     ``effects_for`` gets the run as it was before expiry and returns the events
-    and outbox rows to write with it. A click racing this sweep either claimed
-    first (the run is no longer suspended: skipped) or is refused afterwards.
+    and outbox rows to write with it (its ``pending_token`` names the card; the
+    halted run keeps none). A click racing this sweep either claimed first (the
+    run is no longer suspended: skipped) or is refused afterwards.
     """
     stmt = expiry_candidates(now, limit)
     if not db.is_sqlite:
@@ -69,7 +70,8 @@ async def expire_due(
                 conn,
                 run_id=run_id,
                 where=[state_is(RunState.suspended), t.c.expires_at <= now],
-                values={"state": RunState.halted.value, "halt_reason": "suspension_expired"},
+                values={"state": RunState.halted.value, "halt_reason": "suspension_expired",
+                        "pending_token": None},
                 fx=effects_for(Run.from_row(before)),
                 now=now,
                 action="expire",
@@ -139,7 +141,7 @@ async def take_over_orphans(
                     conn, run_id=run_id,
                     where=[*guard, t.c.recovery_attempts >= max_attempts],
                     values={"state": RunState.failed.value, "halt_reason": "recovery_exhausted",
-                            "heartbeat_at": None},
+                            "heartbeat_at": None, "pending_token": None},
                     fx=exhausted_effects(await _orphan(conn, before)), now=now,
                     action="recovery_exhausted",
                 )

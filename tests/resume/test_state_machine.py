@@ -9,7 +9,8 @@ After every step, for every run the machine started:
 - budget consumption (step, spend_usd, tool_calls, elapsed_ms) never decreases;
 - answered and failed runs stay exactly as they ended;
 - a suspended run has exactly one undecided approval, the one whose token is
-  ``runs.pending_token``; every other token of the run is refused;
+  ``runs.pending_token``; every other token of the run is refused; a halted,
+  answered or failed run keeps no ``pending_token``;
 - every change to a state other than ``running`` appended an event;
 - an answered or failed run has no ``started`` ledger row (each unknown outcome was
   reconciled or recorded ``unknown``), and a run failed ``recovery_exhausted`` names
@@ -323,6 +324,8 @@ class QuotesRuns(RuleBasedStateMachine):
 
     def _one_live_token(self, run: Run) -> None:
         if run.state is not RunState.suspended:
+            if run.state is not RunState.running:  # a claimed run still names its card
+                assert run.pending_token is None, f"{run.id} is {run.state.value} with a token"
             return
         assert run.pending_token and run.expires_at is not None
         undecided = [a.token for a in self.run(approvals.for_run(self.db, run.id))
