@@ -255,8 +255,8 @@ async def test_health__readyz_is_503_when_the_database_is_unreachable(
     world: BotWorld, tmp_path: Path
 ) -> None:
     reachable = world.services.rt.db
-    world.services.rt.db = engine.connect(
-        f"sqlite+aiosqlite:///{tmp_path / 'missing' / 'dir' / 'signoff.db'}")
+    # A refused TCP connection: aiosqlite's thread for a failed connect could outlive the loop.
+    world.services.rt.db = engine.connect("postgresql+asyncpg://postgres@127.0.0.1:1/signoff")
     try:
         status, body = await world.get(ids.READY_PATH)
     finally:

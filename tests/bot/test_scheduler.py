@@ -103,6 +103,9 @@ async def test_scheduler__kick_is_installed_and_removed(
     assert services.kicker == before
 
 
+UNREACHABLE_DATABASE = "postgresql+asyncpg://postgres@127.0.0.1:1/signoff"
+
+
 async def test_scheduler__a_failing_job_does_not_stop_it(
     db: Database, fake: fake_slack.FakeSlack, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -110,7 +113,9 @@ async def test_scheduler__a_failing_job_does_not_stop_it(
                                suspension_ttl=timedelta(milliseconds=100))
     run = await starting.start(world.rt, REP, ASK)
     services = _services(world, fake)
-    unreachable = engine.connect(f"sqlite+aiosqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    # A refused TCP connection, not a SQLite file in a missing folder: aiosqlite's worker
+    # thread for a failed connect can outlive the test's event loop and fail a later test.
+    unreachable = engine.connect(UNREACHABLE_DATABASE)
     world.rt.db = unreachable  # the database "goes away" for the resume jobs
 
     started = scheduler.start(services)
