@@ -9,6 +9,7 @@ the client; ``Wait`` and ``Undeliverable`` are this module's own verdicts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
 from resume.notices import ApprovalCard, CardUpdate, RunNotice
-from store import approvals, outbox, runs
+from store import approvals, errors, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 
 #: How long a card update waits for its card to be posted before looking again.
 CARD_WAIT_SECONDS = 5.0
+#: How long a posted card's channel/ts is held in memory, retrying the write, while the
+#: database is away (a restart, a failover): the record is what stops a second post.
+REMEMBER_FOR_SECONDS = 60.0
 
 
 class Undeliverable(Exception):
@@ -90,9 +94,35 @@ async def send_card(db: Database, client: AsyncWebClient, card: ApprovalCard) ->
         channel = card.channel or await _dm(client, card.requester)
         thread_ts = None
     posted = await _post(client, channel=channel, text=text, blocks=blocks, thread_ts=thread_ts)
-    await approvals.set_card_ref(db, card.token, posted.channel, posted.ts)
-    await runs.set_thread(db, card.run_id, posted.channel, posted.ts)
+    await _remember(db, card, posted.channel, posted.ts)
     return Sent(posted.channel, posted.ts)
+
+
+async def _remember(db: Database, card: ApprovalCard, channel: str, ts: str) -> None:
+    """Record where the card landed, riding out a short database outage.
+
+    The card is already in Slack: if this record were lost, the row's next
+    attempt would post the card a second time. So the write is retried while
+    the database is unavailable, with the ts held in memory, before giving up.
+    """
+    delay, waited = 0.25, 0.0
+    while True:
+        try:
+            await approvals.set_card_ref(db, card.token, channel, ts)
+            await runs.set_thread(db, card.run_id, channel, ts)
+            return
+        except errors.DatabaseUnavailable:
+            if waited >= REMEMBER_FOR_SECONDS:
+                log.error("card for run %s was posted (%s %s) but could not be recorded; "
+                          "a retry may post it again", card.run_id, channel, ts,
+                          extra={"action": "card_ref_lost", "run_id": card.run_id})
+                raise
+            log.warning("database unavailable recording card %s %s for run %s; retrying",
+                        channel, ts, card.run_id,
+                        extra={"action": "card_ref_retry", "run_id": card.run_id})
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 5.0)
 
 
 async def send_update(db: Database, client: AsyncWebClient, update: CardUpdate) -> Sent:
