@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -91,16 +91,21 @@ def postgres_server() -> Iterator[PostgresServer]:
 def postgres_url(postgres_server: PostgresServer) -> str:
     """A migrated database shared by the session's PostgreSQL tests."""
     url = postgres_server.create_database()
+    _on_database(url, migrate.upgrade)
+    return url
 
-    async def _migrate() -> None:
+
+def _on_database(url: str, work: Callable[[Database], Awaitable[None]]) -> None:
+    """Run ``work`` on a Database for ``url`` in its own event loop, then dispose of it."""
+
+    async def _run() -> None:
         db = store_engine.connect(url)
         try:
-            await migrate.upgrade(db)
+            await work(db)
         finally:
             await db.dispose()
 
-    asyncio.run(_migrate())
-    return url
+    asyncio.run(_run())
 
 
 async def _truncate(db: Database) -> None:
@@ -119,26 +124,10 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A migrated, empty database URL, once per dialect."""
     if request.param == "sqlite":
         url = f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}"
-
-        async def _migrate() -> None:
-            db = store_engine.connect(url)
-            try:
-                await migrate.upgrade(db)
-            finally:
-                await db.dispose()
-
-        asyncio.run(_migrate())
+        _on_database(url, migrate.upgrade)
         return url
     url = str(request.getfixturevalue("postgres_url"))
-
-    async def _clean() -> None:
-        db = store_engine.connect(url)
-        try:
-            await _truncate(db)
-        finally:
-            await db.dispose()
-
-    asyncio.run(_clean())
+    _on_database(url, _truncate)
     return url
 
 
