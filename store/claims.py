@@ -7,22 +7,20 @@ who decided and when.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import ColumnElement, Update, select, update
+from sqlalchemy import ColumnElement, select, update
 
 from store import approvals as approvals_store
-from store import codec, effects, schema
-from store.effects import Effects, EncodedEffects
+from store import codec, schema
+from store.effects import Effects
 from store.engine import Database
 from store.records import Approval, Run
 from store.runs import state_is, transition
 from store.states import RunState
 
-log = logging.getLogger(__name__)
 t = schema.runs
 a = schema.approvals
 
@@ -62,29 +60,27 @@ async def claim(
     every other one changes nothing and is told why (``already_decided`` with
     the winner's approval row, once the winner has committed).
 
-    The winner's path is four statements: the guarded UPDATE finds the run
-    through the approval inside its own WHERE (no lookup first), the effects'
-    inserts, and ``UPDATE approvals ... RETURNING`` (no re-read).
+    The winner's path is four statements: the guarded UPDATE finds the run by
+    its unique pending token (no lookup first), the effects' inserts, and
+    ``UPDATE approvals ... RETURNING`` (no re-read).
     """
-    enc = fx.encoded()
     async with db.write() as conn:
-        row = (await conn.execute(_claim_statement(token, owner_id, now, enc))).mappings().first()
-        if row is not None:
-            run = Run.from_row(row)
-            await effects.apply(
-                conn, run.id, enc,
-                message_base=run.message_seq - len(enc.messages),
-                event_base=run.event_seq - len(enc.events),
-                now=now,
-            )
+        run = await transition(
+            conn,
+            run_id=None,  # pending_token is unique: it names the run
+            where=[t.c.pending_token == token, state_is(RunState.suspended),
+                   t.c.expires_at > now],
+            values={"state": RunState.running.value, "owner_id": owner_id,
+                    "lease_epoch": t.c.lease_epoch + 1, "heartbeat_at": now},
+            fx=fx, now=now, action="claim",
+        )
+        if run is not None:
             decided = (await conn.execute(
                 update(a)
                 .where(a.c.token == token)
                 .values(decision=decision, decided_by=actor, decided_at=now, reason=reason)
                 .returning(*a.c)
             )).mappings().one()
-            log.info("claim run %s -> %s", run.id, run.state.value,
-                     extra={"action": "claim", "run_id": run.id, "state": run.state.value})
             return Claimed(run, Approval.from_row(decided))
         # Refused. Read after the UPDATE: on PostgreSQL the winner may have committed
         # while we waited on its row lock, and this is what it left.
@@ -95,30 +91,6 @@ async def claim(
         current = (await conn.execute(current_stmt)).mappings().first()
     current_run = Run.from_row(current) if current is not None else None
     return ClaimRefused(_why_refused(approval, current_run, token, now), approval, current_run)
-
-
-def _claim_statement(token: str, owner_id: str, now: datetime, enc: EncodedEffects) -> Update:
-    """The guarded UPDATE of a claim, with the run found through its approval row."""
-    run_of_token = select(a.c.run_id).where(a.c.token == token).scalar_subquery()
-    return (
-        update(t)
-        .where(
-            t.c.id == run_of_token,
-            state_is(RunState.suspended),
-            t.c.pending_token == token,
-            t.c.expires_at > now,
-        )
-        .values(
-            state=RunState.running.value,
-            owner_id=owner_id,
-            lease_epoch=t.c.lease_epoch + 1,
-            heartbeat_at=now,
-            updated_at=now,
-            message_seq=t.c.message_seq + len(enc.messages),
-            event_seq=t.c.event_seq + len(enc.events),
-        )
-        .returning(*t.c)
-    )
 
 
 def _why_refused(approval: Approval, run: Run | None, token: str, now: datetime) -> Refusal:

@@ -37,18 +37,23 @@ def state_is(*states: RunState) -> ColumnElement[bool]:
 async def transition(
     conn: AsyncConnection,
     *,
-    run_id: str,
+    run_id: str | None,
     where: Sequence[ColumnElement[bool]],
     values: dict[str, Any],
     fx: Effects,
     now: datetime,
     action: str,
 ) -> Run | None:
-    """Apply one guarded UPDATE plus its effects; None when the guard did not match."""
+    """Apply one guarded UPDATE plus its effects; None when the guard did not match.
+
+    ``run_id`` None: ``where`` alone must single out at most one run (a claim
+    finds its run by the unique pending token).
+    """
     enc = fx.encoded()
+    target = [t.c.id == run_id] if run_id is not None else []
     stmt = (
         update(t)
-        .where(t.c.id == run_id, *where)
+        .where(*target, *where)
         .values(
             **values,
             updated_at=now,
@@ -63,14 +68,14 @@ async def transition(
     run = Run.from_row(row)
     await effects.apply(
         conn,
-        run_id,
+        run.id,
         enc,
         message_base=run.message_seq - len(enc.messages),
         event_base=run.event_seq - len(enc.events),
         now=now,
     )
-    log.info("%s run %s -> %s", action, run_id, run.state.value,
-             extra={"action": action, "run_id": run_id, "state": run.state.value})
+    log.info("%s run %s -> %s", action, run.id, run.state.value,
+             extra={"action": action, "run_id": run.id, "state": run.state.value})
     return run
 
 
