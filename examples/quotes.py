@@ -176,7 +176,7 @@ def crm_from_env() -> CRM:
 
 
 def app() -> App:
-    """``SIGNOFF_APP=examples.quotes:app``. Call ``crm_from_env().setup()`` before first use."""
+    """``SIGNOFF_APP=examples.quotes:app``; the CRM's tables are created on first use."""
     return build(crm_from_env(), models.from_env(scripted_model))
 
 

@@ -226,7 +226,7 @@ async def halt(
 ) -> Run:
     """running -> halted(reason). Raises LeaseLost when not held at ``epoch``."""
     return await _end(db, run_id, epoch, RunState.halted, now=now, fx=fx,
-                      values={"halt_reason": reason, "elapsed_ms": t.c.elapsed_ms + elapsed_ms})
+                      elapsed_ms=elapsed_ms, values={"halt_reason": reason})
 
 
 async def finish(
@@ -235,7 +235,7 @@ async def finish(
 ) -> Run:
     """running -> answered. Raises LeaseLost when not held at ``epoch``."""
     return await _end(db, run_id, epoch, RunState.answered, now=now, fx=fx,
-                      values={"answer": answer, "elapsed_ms": t.c.elapsed_ms + elapsed_ms})
+                      elapsed_ms=elapsed_ms, values={"answer": answer})
 
 
 async def fail(
@@ -244,16 +244,17 @@ async def fail(
 ) -> Run:
     """running -> failed(reason). Raises LeaseLost when not held at ``epoch``."""
     return await _end(db, run_id, epoch, RunState.failed, now=now, fx=fx,
-                      values={"halt_reason": reason, "elapsed_ms": t.c.elapsed_ms + elapsed_ms})
+                      elapsed_ms=elapsed_ms, values={"halt_reason": reason})
 
 
 async def _end(
     db: Database, run_id: str, epoch: int, state: RunState, *, now: datetime, fx: Effects,
-    values: dict[str, Any],
+    elapsed_ms: int, values: dict[str, Any],
 ) -> Run:
     # A run that stops holds no bearer token: claims need ``state='suspended'`` anyway,
     # and each card's token and decision stay in the approvals table.
-    values = {**values, "state": state.value, "heartbeat_at": None, "pending_token": None}
+    values = {**values, "state": state.value, "heartbeat_at": None, "pending_token": None,
+              "elapsed_ms": t.c.elapsed_ms + elapsed_ms}
     async with db.write() as conn:
         run = await transition(
             conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,
