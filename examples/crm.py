@@ -17,15 +17,20 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
     func,
     insert,
+    inspect,
     select,
+    text,
     update,
 )
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from store.engine import Database
 
@@ -54,7 +59,10 @@ quotes = Table(
     Column("status", String(10), nullable=False),
     Column("send_key", String(200), unique=True),
     Column("sent_at", DateTime(timezone=True)),
+    #: The drafting call's idempotency key: drafting again with it returns the same quote.
+    Column("draft_key", String(200)),
 )
+draft_key_index = Index("ux_crm_quotes_draft_key", quotes.c.draft_key, unique=True)
 
 TIERS = {"standard": 0.0, "silver": 5.0, "gold": 10.0, "platinum": 15.0}
 PRICES = {"SKU-4411": 12.5, "SKU-1000": 99.0, "SKU-2020": 4.25}
@@ -91,6 +99,7 @@ class CRM:
         """Create the tables and seed the demo accounts (idempotent)."""
         async with self.db.write() as conn:
             await conn.run_sync(metadata.create_all)
+            await conn.run_sync(_add_draft_key)
             existing = set((await conn.execute(select(accounts.c.name))).scalars())
             rows = [{"name": n, "discount_tier": t, "credit_hold": False}
                     for n, t in SEED.items() if n not in existing]
@@ -132,14 +141,27 @@ class CRM:
             await conn.execute(users.delete().where(users.c.user_id == user_id))
             await conn.execute(insert(users).values(user_id=user_id, can_send_quotes=allowed))
 
-    async def draft(self, account: str, sku: str, quantity: int, tier: str) -> dict[str, Any]:
+    async def draft(self, account: str, sku: str, quantity: int, tier: str,
+                    key: str) -> dict[str, Any]:
+        """Draft a quote; drafting again with the same ``key`` returns the first draft."""
         p = price(sku, quantity, tier)
-        quote_id = f"Q-{secrets.token_hex(3).upper()}"
-        row = {"id": quote_id, "account": account, "sku": sku, "quantity": quantity,
-               "unit_price": p.unit_price, "discount_pct": p.discount_pct, "total": p.total,
-               "status": "draft"}
-        async with self.db.write() as conn:
-            await conn.execute(insert(quotes).values(**row))
+        row = {"id": f"Q-{secrets.token_hex(3).upper()}", "account": account, "sku": sku,
+               "quantity": quantity, "unit_price": p.unit_price, "discount_pct": p.discount_pct,
+               "total": p.total, "status": "draft", "draft_key": key}
+        try:
+            async with self.db.write() as conn:
+                found = (await conn.execute(select(quotes).where(quotes.c.draft_key == key))
+                         ).mappings().first()
+                if found is not None:
+                    return dict(found)
+                await conn.execute(insert(quotes).values(**row))
+        except IntegrityError:  # the same key drafted at the same moment elsewhere: that one
+            async with self.db.read() as conn:
+                found = (await conn.execute(select(quotes).where(quotes.c.draft_key == key))
+                         ).mappings().first()
+            if found is None:
+                raise
+            return dict(found)
         return row
 
     async def quote(self, quote_id: str) -> dict[str, Any] | None:
@@ -177,6 +199,13 @@ class CRM:
             stmt = stmt.where(quotes.c.account == account)
         async with self.db.read() as conn:
             return int((await conn.execute(stmt)).scalar_one())
+
+
+def _add_draft_key(conn: Connection) -> None:
+    """Databases made before drafts were keyed get the column and its unique index."""
+    if "draft_key" not in {c["name"] for c in inspect(conn).get_columns(quotes.name)}:
+        conn.execute(text(f"ALTER TABLE {quotes.name} ADD COLUMN draft_key VARCHAR(200)"))
+    draft_key_index.create(conn, checkfirst=True)
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

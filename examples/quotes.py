@@ -67,7 +67,7 @@ class QuoteTools:
         if account is None or args.sku not in PRICES:
             return {"error": "unknown_account_or_sku", "message": "check the account and SKU"}
         row = await self.crm.draft(account["name"], args.sku, args.quantity,
-                                   account["discount_tier"])
+                                   account["discount_tier"], ctx.idempotency_key)
         return {"quote_id": row["id"], "account": row["account"], "total": row["total"]}
 
     async def terms(self, quote_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -118,8 +118,9 @@ def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None)
     tools: list[Tool[Any]] = [
         Tool(name="lookup_account", description="Look up an account's tier and credit status.",
              args=LookupArgs, execute=q.lookup, idempotent=True),
+        # Keyed by the call's idempotency key: a recovered run drafts again, not twice.
         Tool(name="draft_quote", description="Draft a quote (not sent).", args=DraftArgs,
-             execute=q.draft),
+             execute=q.draft, idempotent=True),
         Tool(name="send_quote", description="Send a drafted quote to the customer.",
              args=SendArgs, execute=q.send, preview=q.send_preview, guard=q.send_guard,
              reconcile=q.send_reconcile, confirm=True,

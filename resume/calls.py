@@ -177,14 +177,20 @@ async def execute(
     status = LedgerStatus.succeeded
     try:
         result: Any = await tool.execute(args, ctx)
+    except errors.DatabaseUnavailable:
+        # The store is out of reach (an app's tools may share it): whether the write
+        # happened is unknown, and nothing could be recorded anyway. The call stays
+        # ``started``; recovery reconciles it once the database is back.
+        raise
     except Exception as exc:  # a tool's failure is information for the model, not a crash
         log.warning("tool %s failed in run %s: %r", tool.name, w.run.id, exc,
                     extra={"action": "tool_failed", "run_id": w.run.id})
         status, result = LedgerStatus.failed, {"error": type(exc).__name__, "message": str(exc)}
     faults.point(faults.AFTER_TOOL_WRITE)
     stored = ledger_result(result)
+    # Only this process knows the result now: hold it through a short database outage.
     run = await w.tool_result(
-        call.id, tool.name, result, counts_as_call=True,
+        call.id, tool.name, result, counts_as_call=True, hold=True,
         ledger=LedgerCompletion(call.id, status, stored),
         events=[("tool", {"call_id": call.id, "tool": tool.name, "status": status.value,
                           "confirmed": confirmed, "key": ctx.idempotency_key})],

@@ -23,8 +23,10 @@ from resume.outcomes import CallOutcome
 from resume.runtime import Runtime
 from resume.scope import Scope
 from store import codec, errors, runs
+from store import ledger as ledger_rows
 from store.effects import Effects, LedgerCompletion
 from store.records import Run
+from store.states import LedgerStatus
 
 log = logging.getLogger(__name__)
 
@@ -61,17 +63,56 @@ class Worker:
         self.conversation.extend(Message.model_validate(m) for m in fx.messages)
         return self.run
 
+    async def _record_held(self, fx: Effects, call_id: str, **counters: Any) -> Run:
+        """Commit a tool's result, retrying while the database is unavailable.
+
+        Only this process knows the result. Before each retry the ledger says
+        whether the failed attempt committed after all (its answer lost with the
+        connection), so the result is never written twice. Past half the orphan
+        window a reaper may take the run over: give way to it; it reconciles.
+        """
+        elapsed = self.elapsed_ms()
+        delay, waited = 0.1, 0.0
+        while True:
+            try:
+                entry = await ledger_rows.get(self.rt.db, self.run.id, call_id) if waited else None
+                if entry is not None and entry.status is not LedgerStatus.started:
+                    self.run = await runs.get(self.rt.db, self.run.id)
+                else:
+                    self.run = await runs.record_step(
+                        self.rt.db, self.run.id, self.epoch, now=self.rt.now(), fx=fx,
+                        elapsed_ms=elapsed, **counters)
+                break
+            except errors.DatabaseUnavailable:
+                if waited >= self.rt.orphan_after.total_seconds() / 2:
+                    raise
+                log.warning("database unavailable recording call %s of run %s; retrying",
+                            call_id, self.run.id,
+                            extra={"action": "result_retry", "run_id": self.run.id})
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, 2.0)
+        self.conversation.extend(Message.model_validate(m) for m in fx.messages)
+        return self.run
+
     async def tool_result(
         self, call_id: str, tool: str, content: Any, *, events: list[tuple[str, dict[str, Any]]],
         outbox: list[tuple[str, dict[str, Any]]] | None = None,
         ledger: LedgerCompletion | None = None, counts_as_call: bool = False,
+        hold: bool = False,
     ) -> Run:
-        """Append a tool-result message (what the model will see) with its effects."""
+        """Append a tool-result message (what the model will see) with its effects.
+
+        ``hold``: the result of a call that ran here; see :meth:`_record_held`.
+        """
         text = content if isinstance(content, str) else _result_text(content)
         message = Message.tool_result(call_id, tool, text).model_dump(mode="json")
         fx = Effects(messages=[message], events=events, outbox=outbox or [],
                      ledger=[ledger] if ledger else [])
-        return await self.record(fx, tool_calls=1 if counts_as_call else 0)
+        calls = 1 if counts_as_call else 0
+        if hold and ledger is not None:
+            return await self._record_held(fx, ledger.call_id, tool_calls=calls)
+        return await self.record(fx, tool_calls=calls)
 
     async def halt(self, reason: str, *, detail: str | None = None,
                    outbox: list[tuple[str, dict[str, Any]]] | None = None) -> Run:

@@ -264,3 +264,36 @@ async def _draft_id(db: Database, run_id: str) -> str:
     [draft] = [e for e in await ledger.for_run(db, run_id) if e.tool == "draft_quote"]
     return str(draft.result["quote_id"])
 
+
+
+class DraftThenCrashCRM(CRM):
+    """The first draft is written, then the process dies before signoff records it."""
+
+    crashed = False
+
+    async def draft(self, account: str, sku: str, quantity: int, tier: str,
+                    key: str) -> dict[str, Any]:
+        row = await super().draft(account, sku, quantity, tier, key)
+        if not self.crashed:
+            self.crashed = True
+            raise Crash
+        return row
+
+
+async def test_recover_orphans__a_keyed_draft_is_drafted_again_not_twice(db: Database) -> None:
+    crm = DraftThenCrashCRM(db)
+    await crm.setup()
+    rt = Runtime(db=db, app=quotes.build(crm))
+    with pytest.raises(Crash):
+        await starting.start(rt, "U_REP", ASK)
+    [run] = await runs.list_runs(db)
+    assert await _quotes_in_crm(db) == 1
+    await _age(db, run.id)
+
+    report = await recovery.recover_orphans(rt)
+
+    assert [r.id for r in report.recovered] == [run.id]
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.suspended  # on to the send card, with the first draft
+    assert await _quotes_in_crm(db) == 1
+    assert final.pending and final.pending["args"]["quote_id"] == await _draft_id(db, run.id)

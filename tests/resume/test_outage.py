@@ -1,0 +1,147 @@
+"""A database outage in the middle of a tool call: the result is kept, the write not repeated.
+
+The run's database goes through a TCP proxy that the tool itself cuts, so the
+outage lands exactly where it hurts: after the tool's write, before signoff
+has recorded it; or during the tool's own write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from sqlalchemy import Column, MetaData, String, Table, func, insert, select
+
+from resume import recovery, starting
+from resume.app import App
+from resume.messages import Message, ToolCall, ToolSpec
+from resume.runtime import Runtime
+from resume.scope import Scope
+from resume.scripted import ScriptedModel, Turn
+from resume.tools import Tool, ToolContext
+from store import engine, errors, ledger, messages, runs
+from store.engine import Database
+from store.states import LedgerStatus, RunState
+from tests.conftest import _truncate
+from tests.tcp_proxy import Proxy, proxied
+
+pytestmark = pytest.mark.postgres
+
+meta = MetaData()
+bookings = Table("test_bookings", meta, Column("key", String(200), primary_key=True),
+                 Column("item", String(50), nullable=False))
+
+
+class BookArgs(BaseModel):
+    item: str
+
+
+@pytest.fixture
+async def outage(postgres_url: str) -> AsyncIterator[tuple[Proxy, Database, Database]]:
+    """(the proxy, the runtime's database through it, a direct one for checking)."""
+    direct = engine.connect(postgres_url)
+    async with direct.write() as conn:
+        await conn.run_sync(meta.create_all)
+    await _truncate(direct)
+    async with proxied(postgres_url) as (proxy, url):
+        through = engine.connect(url)
+        try:
+            yield proxy, through, direct
+        finally:
+            await through.dispose()
+            await direct.dispose()
+
+
+def _booking_app(book: Any) -> App:
+    def script(history: Sequence[Message], tools: Sequence[ToolSpec]) -> Turn:
+        if not any(m.role == "tool" for m in history):
+            return Message.assistant(None, [ToolCall(name="book", arguments={"item": "room"})])
+        return "booked"
+
+    async def scope(user_id: str) -> Scope:
+        return Scope(user_id=user_id, tools="*")
+
+    tool = Tool(name="book", description="Book an item (keyed).", args=BookArgs, execute=book,
+                idempotent=True)
+    return App(name="booking", tools=[tool], scope=scope, model=ScriptedModel(script))
+
+
+async def _write_booking(db: Database, key: str, item: str) -> None:
+    """Keyed: booking again with the same key changes nothing."""
+    async with db.write() as conn:
+        found = (await conn.execute(select(bookings.c.key).where(bookings.c.key == key))).first()
+        if found is None:
+            await conn.execute(insert(bookings).values(key=key, item=item))
+
+
+async def _bookings(db: Database) -> int:
+    async with db.read() as conn:
+        return int((await conn.execute(select(func.count()).select_from(bookings))).scalar_one())
+
+
+async def test_outage__a_result_is_held_through_an_outage_after_the_write(
+    outage: tuple[Proxy, Database, Database],
+) -> None:
+    proxy, through, direct = outage
+    calls: list[str] = []
+
+    async def book(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
+        calls.append(ctx.idempotency_key)
+        await _write_booking(through, ctx.idempotency_key, args.item)
+        proxy.cut()  # the write is in; recording it is not
+        asyncio.get_running_loop().call_later(1.0, proxy.restore)
+        return {"booked": args.item}
+
+    rt = Runtime(db=through, app=_booking_app(book))
+    run = await starting.start(rt, "U_REP", "book a room")
+
+    assert proxy.refused > 0  # the outage happened
+    assert run.state is RunState.answered and run.answer == "booked"
+    assert run.recovery_attempts == 0  # this process recorded it; nobody had to reconcile
+    assert await _bookings(direct) == 1 and len(calls) == 1
+    assert [(e.tool, e.status) for e in await ledger.for_run(direct, run.id)] == [
+        ("book", LedgerStatus.succeeded)]
+    stored = await messages.load(direct, run.id)
+    assert sum(1 for m in stored if m["role"] == "tool") == 1
+
+
+async def test_outage__a_tool_cut_off_mid_write_is_reconciled_not_reported_as_failed(
+    outage: tuple[Proxy, Database, Database],
+) -> None:
+    proxy, through, direct = outage
+    calls: list[str] = []
+
+    async def book(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
+        calls.append(ctx.idempotency_key)
+        if len(calls) == 1:  # a blip during the tool's own write, over when it gives up
+            proxy.cut()
+            try:
+                await _write_booking(through, ctx.idempotency_key, args.item)
+            finally:
+                proxy.restore()
+        await _write_booking(through, ctx.idempotency_key, args.item)
+        return {"booked": args.item}
+
+    rt = Runtime(db=through, app=_booking_app(book))
+    with pytest.raises(errors.DatabaseUnavailable):
+        await starting.start(rt, "U_REP", "book a room")
+    [run] = await runs.list_runs(direct)
+    # Not a failed result for the model to shrug at: the call's outcome is unknown.
+    assert run.state is RunState.running
+    assert [e.status for e in await ledger.for_run(direct, run.id)] == [LedgerStatus.started]
+    await runs.heartbeat(direct, run.id, run.lease_epoch,
+                         now=datetime.now(UTC) - timedelta(hours=1))
+
+    report = await recovery.recover_orphans(rt)
+
+    assert [r.id for r in report.recovered] == [run.id]
+    final = await runs.get(direct, run.id)
+    assert final.state is RunState.answered and final.answer == "booked"
+    assert calls == [calls[0]] * 2  # called again with the same key (the tool is idempotent)
+    assert await _bookings(direct) == 1
+    assert [(e.tool, e.status) for e in await ledger.for_run(direct, run.id)] == [
+        ("book", LedgerStatus.succeeded)]
