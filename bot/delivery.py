@@ -9,7 +9,6 @@ the client; ``Wait`` and ``Undeliverable`` are this module's own verdicts.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
 from resume.notices import ApprovalCard, CardUpdate, RunNotice
-from store import approvals, errors, outbox, runs
+from store import approvals, errors, outage, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
@@ -34,6 +33,11 @@ REMEMBER_FOR_SECONDS = 60.0
 
 class Undeliverable(Exception):
     """The row can never be delivered as it stands (bad payload, record gone); it dies."""
+
+
+class PostedUnrecorded(errors.DatabaseUnavailable):
+    """Posted to Slack, but the database never heard: the row must not be handed back
+    at once (its lease holds off a second post while the database returns)."""
 
 
 class Wait(Exception):
@@ -102,27 +106,22 @@ async def _remember(db: Database, card: ApprovalCard, channel: str, ts: str) -> 
     """Record where the card landed, riding out a short database outage.
 
     The card is already in Slack: if this record were lost, the row's next
-    attempt would post the card a second time. So the write is retried while
-    the database is unavailable, with the ts held in memory, before giving up.
+    attempt would post the card a second time. So the ts is held in memory and
+    the write retried while the database is unavailable, before giving up.
     """
-    delay, waited = 0.25, 0.0
-    while True:
-        try:
-            await approvals.set_card_ref(db, card.token, channel, ts)
-            await runs.set_thread(db, card.run_id, channel, ts)
-            return
-        except errors.DatabaseUnavailable:
-            if waited >= REMEMBER_FOR_SECONDS:
-                log.error("card for run %s was posted (%s %s) but could not be recorded; "
-                          "a retry may post it again", card.run_id, channel, ts,
-                          extra={"action": "card_ref_lost", "run_id": card.run_id})
-                raise
-            log.warning("database unavailable recording card %s %s for run %s; retrying",
-                        channel, ts, card.run_id,
-                        extra={"action": "card_ref_retry", "run_id": card.run_id})
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 5.0)
+
+    async def write(attempt: int) -> None:
+        await approvals.set_card_ref(db, card.token, channel, ts)
+        await runs.set_thread(db, card.run_id, channel, ts)
+
+    try:
+        await outage.hold(write, seconds=REMEMBER_FOR_SECONDS, run_id=card.run_id,
+                          what=f"recording card {channel} {ts}")
+    except errors.DatabaseUnavailable as exc:
+        log.error("card for run %s was posted (%s %s) but could not be recorded; "
+                  "a retry may post it again", card.run_id, channel, ts,
+                  extra={"action": "card_ref_lost", "run_id": card.run_id})
+        raise PostedUnrecorded(str(exc)) from exc
 
 
 async def send_update(db: Database, client: AsyncWebClient, update: CardUpdate) -> Sent:

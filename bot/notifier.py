@@ -21,6 +21,9 @@ an outage lasts, it costs a row at most the one attempt that discovered it:
 ``max_attempts`` bounds rows that fail while Slack is otherwise answering,
 and an outage loses nothing.
 
+A database outage mid-delivery loses nothing and posts nothing twice: the
+outcome is held in memory and written when the database is back (``_settle``).
+
 ``Notifier`` runs passes in the background: every ``interval`` seconds and
 as soon as ``kick()`` is called (after a click, a start, a continue...).
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -41,7 +45,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import delivery, delivery_errors
 from bot.cards import CardTooLarge
 from bot.config import Settings
-from store import errors, outbox
+from store import errors, outage, outbox
 from store.engine import Database
 from store.records import OutboxRow
 
@@ -50,6 +54,9 @@ log = logging.getLogger(__name__)
 #: How long a picked row is ours. Longer than one delivery can take, client
 #: retries (Retry-After sleeps, timeouts) included, so no other replica posts it too.
 LEASE = timedelta(minutes=5)
+#: How long a delivery's outcome is held while the database is away; past that the
+#: row waits out its lease (a longer outage is an incident; nothing is lost either way).
+SETTLE_FOR_SECONDS = delivery.REMEMBER_FOR_SECONDS
 DEFAULT_LIMIT = 50
 DEFAULT_MAX_ATTEMPTS = 8
 
@@ -90,8 +97,10 @@ async def deliver_due(
 
     Safe to run in any number of processes at once: each row is leased by
     exactly one of them. Raises ``store.errors.DatabaseUnavailable`` when the
-    database cannot be reached (a row being delivered stays leased and is
-    retried after ``LEASE``).
+    database cannot be reached. A row being delivered then is not lost: its
+    outcome is held for up to ``SETTLE_FOR_SECONDS`` and written when the
+    database is back (a row cut off before anything was posted is handed back
+    at once); only a longer outage leaves it to be retried after ``LEASE``.
     """
     now = now or datetime.now(UTC)
     if probe and (unwell := await _slack_unwell(client)) is not None:
@@ -143,7 +152,17 @@ async def _deliver_one(
     except (delivery.Undeliverable, ValidationError, CardTooLarge,
             SlackObjectFormationError) as exc:
         return await _dead(db, row, f"{type(exc).__name__}: {exc}")
-    await outbox.mark_sent(db, row.id, now=now, attempts=row.attempts)
+    except delivery.PostedUnrecorded:
+        raise  # in Slack, not in the store: the lease holds off a second post a while longer
+    except errors.DatabaseUnavailable as exc:
+        # Nothing was posted: hand the row back now, not after the lease (and never
+        # count an outage of ours towards the row's death).
+        error = f"database unavailable: {exc}"
+        await _settle(row, "handing back", lambda: outbox.retry_later(
+            db, row.id, at=now, error=error, attempts=row.attempts))
+        raise
+    await _settle(row, "marking sent",
+                  lambda: outbox.mark_sent(db, row.id, now=now, attempts=row.attempts))
     log.info(
         "outbox row %s (%s, run %s) delivered%s", row.id, row.kind, row.run_id,
         f": {sent.note}" if sent.note else "",
@@ -159,7 +178,8 @@ async def _retry(
 ) -> _Outcome:
     if row.attempts >= max_attempts:
         return await _dead(db, row, f"gave up after {row.attempts} attempts; last: {error}")
-    await outbox.retry_later(db, row.id, at=at, error=error, attempts=row.attempts)
+    await _settle(row, "scheduling a retry of", lambda: outbox.retry_later(
+        db, row.id, at=at, error=error, attempts=row.attempts))
     log.warning(
         "outbox row %s (%s, run %s) not delivered (attempt %s of %s): %s; next try at %s",
         row.id, row.kind, row.run_id, row.attempts, max_attempts, error, at.isoformat(),
@@ -171,7 +191,8 @@ async def _retry(
 
 
 async def _dead(db: Database, row: OutboxRow, error: str) -> _Outcome:
-    await outbox.mark_dead(db, row.id, error=error, attempts=row.attempts)
+    await _settle(row, "marking dead",
+                  lambda: outbox.mark_dead(db, row.id, error=error, attempts=row.attempts))
     log.error(
         "outbox row %s (%s, run %s) is dead after %s attempt(s): %s; nobody was told. "
         "Fix the cause, then re-post by hand (`signoff runs show %s` has the details)",
@@ -180,6 +201,17 @@ async def _dead(db: Database, row: OutboxRow, error: str) -> _Outcome:
                "kind": row.kind, "attempts": row.attempts, "error": error},
     )
     return _Outcome("dead")
+
+
+async def _settle(row: OutboxRow, what: str, mark: Callable[[], Awaitable[bool]]) -> None:
+    """Write a row's outcome, holding it through a short database outage.
+
+    Until it is written only this process knows it; lost, the row would wait out
+    its lease and then be tried again (a "sent" row posted twice). The marks are
+    fenced by ``attempts``, so a retry after a commit whose answer was lost is a no-op.
+    """
+    await outage.hold(lambda _attempt: mark(), seconds=SETTLE_FOR_SECONDS, run_id=row.run_id,
+                      what=f"{what} outbox row {row.id}")
 
 
 class Notifier:

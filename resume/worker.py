@@ -22,7 +22,7 @@ from resume.notices import EvidenceItem
 from resume.outcomes import CallOutcome
 from resume.runtime import Runtime
 from resume.scope import Scope
-from store import codec, errors, runs
+from store import codec, errors, outage, runs
 from store import ledger as ledger_rows
 from store.effects import Effects, LedgerCompletion
 from store.records import Run
@@ -64,34 +64,25 @@ class Worker:
         return self.run
 
     async def _record_held(self, fx: Effects, call_id: str, **counters: Any) -> Run:
-        """Commit a tool's result, retrying while the database is unavailable.
+        """Commit a tool's result, holding it through a short database outage.
 
-        Only this process knows the result. Before each retry the ledger says
-        whether the failed attempt committed after all (its answer lost with the
+        Only this process knows the result. A retry first asks the ledger whether
+        the failed attempt committed after all (its answer lost with the
         connection), so the result is never written twice. Past half the orphan
         window a reaper may take the run over: give way to it; it reconciles.
         """
         elapsed = self.elapsed_ms()
-        delay, waited = 0.1, 0.0
-        while True:
-            try:
-                entry = await ledger_rows.get(self.rt.db, self.run.id, call_id) if waited else None
-                if entry is not None and entry.status is not LedgerStatus.started:
-                    self.run = await runs.get(self.rt.db, self.run.id)
-                else:
-                    self.run = await runs.record_step(
-                        self.rt.db, self.run.id, self.epoch, now=self.rt.now(), fx=fx,
-                        elapsed_ms=elapsed, **counters)
-                break
-            except errors.DatabaseUnavailable:
-                if waited >= self.rt.orphan_after.total_seconds() / 2:
-                    raise
-                log.warning("database unavailable recording call %s of run %s; retrying",
-                            call_id, self.run.id,
-                            extra={"action": "result_retry", "run_id": self.run.id})
-                await asyncio.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, 2.0)
+
+        async def write(attempt: int) -> Run:
+            entry = await ledger_rows.get(self.rt.db, self.run.id, call_id) if attempt else None
+            if entry is not None and entry.status is not LedgerStatus.started:
+                return await runs.get(self.rt.db, self.run.id)
+            return await runs.record_step(self.rt.db, self.run.id, self.epoch,
+                                          now=self.rt.now(), fx=fx, elapsed_ms=elapsed,
+                                          **counters)
+
+        self.run = await outage.hold(write, seconds=self.rt.orphan_after.total_seconds() / 2,
+                                     what=f"recording call {call_id}", run_id=self.run.id)
         self.conversation.extend(Message.model_validate(m) for m in fx.messages)
         return self.run
 

@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from store import engine as store_engine
 from store import migrate, schema
 from store.engine import Database
+from tests.tcp_proxy import Proxy, proxied
 
 DEFAULT_PG_ADMIN_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 
@@ -138,3 +139,18 @@ async def db(database_url: str) -> AsyncIterator[Database]:
         yield database
     finally:
         await database.dispose()
+
+
+@pytest.fixture
+async def pg_outage(postgres_url: str) -> AsyncIterator[tuple[Proxy, Database, Database]]:
+    """An empty PostgreSQL database behind a proxy a test can cut (a real outage):
+    (the proxy, a Database through it, a Database straight to the server for checking)."""
+    direct = store_engine.connect(postgres_url)
+    await _truncate(direct)
+    async with proxied(postgres_url) as (proxy, url):
+        through = store_engine.connect(url)
+        try:
+            yield proxy, through, direct
+        finally:
+            await through.dispose()
+            await direct.dispose()

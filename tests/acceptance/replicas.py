@@ -33,7 +33,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -374,19 +373,6 @@ class World:
         return await self.fetch(
             "SELECT run_id, seq, data, at FROM run_events WHERE kind = $1 ORDER BY run_id, seq",
             kind)
-
-    async def expire_leases(self, taken_before: datetime, lease: timedelta) -> int:
-        """End the outbox leases taken before ``taken_before``, as if ``lease`` had passed.
-
-        A replica that picked a row and then lost the database cannot settle it; the row
-        waits out its lease (minutes) before anyone retries it. Tests move time by writing
-        rows, not by sleeping. Leases taken later (deliveries in flight now) are left alone.
-        """
-        rows = await self.fetch(
-            "UPDATE outbox SET next_attempt_at = now() WHERE state = 'pending' "
-            "AND next_attempt_at > now() AND next_attempt_at < $1 RETURNING id",
-            taken_before + lease)
-        return len(rows)
 
     async def outbox_settled(self) -> bool:
         """Every outbox row sent (none pending, none dead)."""

@@ -8,7 +8,7 @@ has recorded it; or during the tool's own write.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,11 +23,10 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Tool, ToolContext
-from store import engine, errors, ledger, messages, runs
+from store import errors, ledger, messages, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
-from tests.conftest import _truncate
-from tests.tcp_proxy import Proxy, proxied
+from tests.tcp_proxy import Proxy
 
 pytestmark = pytest.mark.postgres
 
@@ -41,19 +40,12 @@ class BookArgs(BaseModel):
 
 
 @pytest.fixture
-async def outage(postgres_url: str) -> AsyncIterator[tuple[Proxy, Database, Database]]:
-    """(the proxy, the runtime's database through it, a direct one for checking)."""
-    direct = engine.connect(postgres_url)
-    async with direct.write() as conn:
+async def outage(
+    pg_outage: tuple[Proxy, Database, Database],
+) -> tuple[Proxy, Database, Database]:
+    async with pg_outage[2].write() as conn:
         await conn.run_sync(meta.create_all)
-    await _truncate(direct)
-    async with proxied(postgres_url) as (proxy, url):
-        through = engine.connect(url)
-        try:
-            yield proxy, through, direct
-        finally:
-            await through.dispose()
-            await direct.dispose()
+    return pg_outage
 
 
 def _booking_app(book: Any) -> App:
