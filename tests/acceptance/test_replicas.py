@@ -245,10 +245,11 @@ async def test_replicas__sigkill_mid_send_others_take_over_and_write_once(
 
 
 OUTAGE_RUNS = 10
-#: The issue asks for 30 seconds; two 6-second windows (500, then 429 with Retry-After)
-#: exercise the same paths (probe, backoff, Retry-After) and keep CI time sane.
-OUTAGE_500_SECONDS = 6.0
-OUTAGE_429_SECONDS = 6.0
+#: Thirty seconds of Slack answering errors: 500s, then 429s with Retry-After, so the
+#: probe, the backoff and Retry-After are all exercised, and every row outlives several
+#: of its own retry delays.
+OUTAGE_500_SECONDS = 15.0
+OUTAGE_429_SECONDS = 15.0
 
 
 @pytest.mark.timeout(240)
