@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from resume import loop, notify
+from resume import expiry, loop, notify
 from resume.outcomes import (
     AlreadyResumed,
     CallOutcome,
@@ -23,23 +23,61 @@ from resume.outcomes import (
 from resume.runtime import Runtime
 from store import approvals, claims, runs
 from store.effects import Effects
+from store.records import Approval, Run
+from store.states import RunState
 
 Decision = Literal["approve", "decline"]
+
+
+async def _may_decide(
+    rt: Runtime, token: str, actor: str
+) -> tuple[Approval, Run] | Refusal:
+    """The request is known and undecided, and the tool's approvers policy allows ``actor``."""
+    approval = await approvals.get(rt.db, token) if token else None
+    if approval is None:
+        return UnknownOrExpired("unknown")
+    if approval.decided_by is not None and approval.decided_at is not None:
+        return AlreadyResumed(approval.decision or "", approval.decided_by, approval.decided_at)
+    run = await runs.find(rt.db, approval.run_id)
+    if run is None:
+        return UnknownOrExpired("unknown")
+    tool = rt.app.tool(approval.tool)
+    if tool is not None and not tool.approvers.allows(actor, run.user_id):
+        return NotAnApprover(actor, run.user_id, tool.approvers.listed(run.user_id))
+    return approval, run
+
+
+async def refusal(rt: Runtime, token: str, actor: str) -> Refusal | None:
+    """Why ``actor`` could not decide ``token`` now; None while a decision would be taken.
+
+    Read-only and quick, for a listener that must know before it asks for more
+    (the Decline button, before it opens the reason form). Same checks and
+    answers as ``decide``, its claim's guards included; it decides nothing, so
+    the later ``decide`` remains the check that counts.
+    """
+    may = await _may_decide(rt, token, actor)
+    if not isinstance(may, tuple):
+        return may
+    _, run = may
+    if run.state is RunState.suspended and run.pending_token == token:
+        if run.expires_at is None or run.expires_at <= rt.now():
+            return UnknownOrExpired("expired")  # the claim's expiry guard would refuse
+        return None
+    if run.pending_token != token and run.state in (RunState.suspended, RunState.running):
+        return UnknownOrExpired("superseded")
+    if run.halt_reason == expiry.EXPIRED_REASON:
+        return UnknownOrExpired("expired")
+    return UnknownOrExpired("closed")
 
 
 async def decide(
     rt: Runtime, token: str, decision: Decision, actor: str, reason: str | None = None
 ) -> Claimed | Refusal:
     """Claim the run for ``actor``'s decision, or say why not. Changes nothing when refused."""
-    approval = await approvals.get(rt.db, token)
-    if approval is None:
-        return UnknownOrExpired("unknown")
-    if approval.decided_by is not None and approval.decided_at is not None:
-        return AlreadyResumed(approval.decision or "", approval.decided_by, approval.decided_at)
-    run = await runs.get(rt.db, approval.run_id)
-    tool = rt.app.tool(approval.tool)
-    if tool is not None and not tool.approvers.allows(actor, run.user_id):
-        return NotAnApprover(actor, run.user_id, tool.approvers.listed(run.user_id))
+    may = await _may_decide(rt, token, actor)
+    if not isinstance(may, tuple):
+        return may
+    approval, run = may
     now = rt.now()
     status: Literal["approved", "declined"] = "approved" if decision == "approve" else "declined"
     fx = Effects(

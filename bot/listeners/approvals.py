@@ -57,7 +57,7 @@ def register(app: AsyncApp, services: Services) -> None:
             # so the store gets a bounded share of that; past it the form opens anyway
             # (the submission checks again, and that check is the one that counts).
             try:
-                refused = await asyncio.wait_for(decisions.refusal(services.rt, token, user),
+                refused = await asyncio.wait_for(confirmation.refusal(services.rt, token, user),
                                                  DECLINE_CHECK_SECONDS)
             except errors.DatabaseUnavailable:
                 await _tell(respond, replies.unavailable())

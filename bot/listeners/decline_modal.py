@@ -1,7 +1,7 @@
 """The decline-reason modal: opened by the Decline button, submitted to decline.
 
 The button opens it only for someone who could decide the request then
-(``decisions.refusal``); the submission decides through ``confirmation.decide``
+(``confirmation.refusal``); the submission decides through ``confirmation.decide``
 all the same, since the request may be decided or expire while the modal is open.
 
 The pending token travels in the view's ``private_metadata``. Submission acks
