@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -41,6 +42,33 @@ APPROVE = "button[data-action-id='signoff.approve']"
 DECLINE = "button[data-action-id='signoff.decline']"
 #: Long enough for a click to go through the bot, the run and the outbox, on a slow CI box.
 WAIT_MS = 20_000
+#: A rich_text block with each kind of element and style the page renders.
+RICH_TEXT = {"type": "rich_text", "block_id": "rt", "elements": [
+    {"type": "rich_text_section", "elements": [
+        {"type": "text", "text": "Quote "},
+        {"type": "text", "text": "Q-1", "style": {"bold": True}},
+        {"type": "text", "text": " for "},
+        {"type": "user", "user_id": "U0RILEY"},
+        {"type": "text", "text": " was "},
+        {"type": "text", "text": "$2,375.00", "style": {"strike": True}},
+        {"type": "text", "text": " "},
+        {"type": "text", "text": "now", "style": {"italic": True}},
+        {"type": "text", "text": " <script>x</script> & "},
+        {"type": "text", "text": "SKU-4411", "style": {"code": True}},
+        {"type": "emoji", "name": "white_check_mark", "unicode": "2705"},
+        {"type": "emoji", "name": "tada", "unicode": "1f389"},
+        {"type": "link", "url": "https://example.invalid/q", "text": "the quote"},
+        {"type": "date", "timestamp": 1700000000, "format": "{date_num}", "fallback": "2023-11-14"},
+    ]},
+    {"type": "rich_text_section", "elements": [{"type": "text", "text": "second paragraph"}]},
+    {"type": "rich_text_list", "style": "bullet", "elements": [
+        {"type": "rich_text_section", "elements": [{"type": "text", "text": "gold (10%)"}]},
+        {"type": "rich_text_section", "elements": [{"type": "text", "text": "silver (5%)"}]}]},
+    {"type": "rich_text_list", "style": "ordered", "indent": 1, "elements": [
+        {"type": "rich_text_section", "elements": [{"type": "text", "text": "first"}]}]},
+    {"type": "rich_text_quote", "elements": [{"type": "text", "text": "quoted"}]},
+    {"type": "rich_text_preformatted", "elements": [{"type": "text", "text": "a <b>\nb"}]},
+]}
 START_SECONDS = 60
 
 # Variables that would point the sandbox somewhere else than its own offline world.
@@ -61,8 +89,9 @@ class Sandbox:
     def __init__(self, tmp: Path, app: str | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
         env["PYTHONUNBUFFERED"] = "1"
+        self.db = tmp / "sandbox.db"
         args = [sys.executable, "-m", "bot", "sandbox", "--port", "0",
-                "--database-url", f"sqlite+aiosqlite:///{tmp / 'sandbox.db'}"]
+                "--database-url", f"sqlite+aiosqlite:///{self.db}"]
         if app:
             args += ["--app", app]
         self.output: list[str] = []
@@ -82,6 +111,12 @@ class Sandbox:
             if not self.url and (match := re.search(r"open (http://127\.0\.0\.1:\d+/)", line)):
                 self.url = match[1]
                 self._found.set()
+
+    def quotes_sent(self) -> int:
+        """Quotes the quotes app's CRM has sent, read from the sandbox's own database."""
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as db:
+            return int(db.execute(
+                "SELECT count(*) FROM crm_quotes WHERE status = 'sent'").fetchone()[0])
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -265,6 +300,44 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     page.close()
 
 
+def test_sandbox__credit_hold_blocks_the_send(browser: Any, quotes_sandbox: Sandbox) -> None:
+    """Put the account on credit hold while its card waits: Approve is refused by the guard."""
+    expect = sync_api.expect
+    expect.set_options(timeout=WAIT_MS)
+    page = _open(browser, quotes_sandbox.url)
+    hold = page.locator("[data-testid=crm-hold][data-account='Henderson']")
+    expect(hold).not_to_be_checked()
+
+    _ask(page)
+    card = _new_card(page, set())
+    ts = card.get_attribute("data-ts")
+    expect(card).to_contain_text("Total: $2,250.00")
+
+    hold.check()
+    expect(page.locator("[data-testid=log-entry]").first).to_contain_text(
+        "CRM Henderson: credit hold on")
+    expect(hold).to_be_checked()
+
+    card.locator(APPROVE).click()
+    expect(card.locator(APPROVE)).to_have_count(0)
+    expect(card).to_contain_text("Blocked by a check")
+    expect(card).to_contain_text("Henderson is on credit hold")
+    expect(card).not_to_contain_text("Approved by")
+    page.wait_for_timeout(1500)  # a send, if one were coming, would show by now
+    expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("0")
+    expect(page.locator("[data-testid=quotes-sent-total]")).to_have_text("0")
+    assert quotes_sandbox.quotes_sent() == 0
+    answer = _thread(page, ts)
+    expect(answer).to_contain_text("I did not finish: Henderson is on credit hold")
+    expect(answer).to_contain_text("draft_quote")
+    expect(answer).not_to_contain_text("send_quote")  # the evidence lists only tools that ran
+    card.scroll_into_view_if_needed()
+    _shot(page, "quickstart-credit-hold.png")
+
+    assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
+    page.close()
+
+
 def test_sandbox__purchase_app_selectable(browser: Any, tmp_path: Path) -> None:
     sandbox = Sandbox(tmp_path, app="examples.purchase:app")
     try:
@@ -291,7 +364,7 @@ def test_sandbox__purchase_app_selectable(browser: Any, tmp_path: Path) -> None:
     assert sandbox.proc.returncode == 0, "".join(sandbox.output)
 
 
-def test_sandbox__mrkdwn_renders_markup_and_keeps_text_inert(
+def test_sandbox__mrkdwn_and_rich_text_render_markup_and_keep_text_inert(
     browser: Any, quotes_sandbox: Sandbox
 ) -> None:
     page = _open(browser, quotes_sandbox.url)
@@ -310,4 +383,39 @@ def test_sandbox__mrkdwn_renders_markup_and_keeps_text_inert(
     assert '<div class="quote">quoted ' in html
     assert re.search(r'<time class="date"[^>]*>2023-11-1[345]</time>', html)
     assert "no_longer_permitted" in html  # underscores inside a word are not italics
+
+    # A rich_text block, among the other blocks of a card, as the page shows it.
+    html, text = page.evaluate(
+        """blocks => {
+            const node = renderMessage({channel: "C0APPROVALS", ts: "1700000000.000100",
+                                        text: "fallback", blocks});
+            node.dataset.testid = "probe";
+            document.getElementById("messages").appendChild(node);
+            const rich = node.querySelector(".b-rich_text");
+            return [rich.innerHTML, node.querySelector(".content").innerText];
+        }""",
+        [{"type": "header", "text": {"type": "plain_text", "text": "Quote terms"}},
+         {"type": "section", "fields": [{"type": "mrkdwn", "text": "*Account*: Henderson"}]},
+         RICH_TEXT,
+         {"type": "context", "elements": [{"type": "mrkdwn", "text": "after the rich text"}]}],
+    )
+    assert "<b>Q-1</b>" in html and "<i>now</i>" in html and "<s>$2,375.00</s>" in html
+    assert "<code>SKU-4411</code>" in html
+    assert '<span class="mention">@Riley</span>' in html
+    assert '<a href="https://example.invalid/q"' in html and ">the quote</a>" in html
+    assert 'title=":white_check_mark:"' in html and "\U0001f389" in html
+    assert re.search(r'<time class="date">2023-11-1[345]</time>', html)
+    assert "&lt;script&gt;x&lt;/script&gt; &amp;" in html and "<script" not in html
+    assert '<ul style="margin-left:0em"><li><div>gold (10%)</div></li>' in html
+    assert '<ol style="margin-left:1.2em"><li><div>first</div></li></ol>' in html
+    assert '<div class="quote">quoted</div>' in html
+    assert "<pre>a &lt;b&gt;<br>b</pre>" in html
+    # What a reader sees: each section and list item on its own line, between the other blocks.
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    assert lines[:2] == ["Quote terms", "Account: Henderson"], lines
+    assert lines[2].startswith("Quote Q-1 for @Riley was $2,375.00 now <script>x</script> & ")
+    assert lines[3:10] == ["second paragraph", "gold (10%)", "silver (5%)", "first", "quoted",
+                           "a <b>", "b"], lines
+    assert lines[10:] == ["after the rich text"], lines
+    assert "unsupported" not in html and "[rich_text block]" not in text
     page.close()

@@ -177,9 +177,10 @@ function richInline(item) {
     case "channel": html = `<span class="mention">#${esc(item.channel_id)}</span>`; break;
     case "usergroup": html = `<span class="mention">@${esc(item.usergroup_id)}</span>`; break;
     case "broadcast": html = `<span class="mention">@${esc(item.range)}</span>`; break;
-    case "emoji": html = item.unicode
-      ? item.unicode.split("-").map((h) => String.fromCodePoint(parseInt(h, 16))).join("")
-      : (emojiHtml(item.name) || `:${esc(item.name)}:`); break;
+    // The glyphs this page draws come first, as in mrkdwn; then the code points Slack sent.
+    case "emoji": html = emojiHtml(item.name) || (/^[0-9a-f]{1,6}(-[0-9a-f]{1,6})*$/i.test(item.unicode || "")
+      ? item.unicode.split("-").map((h) => esc(String.fromCodePoint(Math.min(parseInt(h, 16), 0x10ffff)))).join("")
+      : `:${esc(item.name)}:`); break;
     case "date": html = `<time class="date">${esc(slackDate(item.timestamp, item.format || "{date_short} {time}") || item.fallback || "")}</time>`; break;
     default: html = esc(item.text || "");
   }
@@ -200,7 +201,7 @@ function richElement(part) {
     }
     case "rich_text_quote": return `<div class="quote">${inner}</div>`;
     case "rich_text_preformatted": return `<pre>${inner}</pre>`;
-    default: return `<span>${inner}</span>`;
+    default: return `<div>${inner}</div>`;   // each section is its own line, as in Slack
   }
 }
 
