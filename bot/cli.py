@@ -252,8 +252,9 @@ def _process_parsers(commands: Any) -> None:
         commands, "serve", "run the bot over HTTP, with its scheduled jobs",
         textwrap.fill(
             "Run the bot: Slack events, interactivity and commands on POST /slack/events, "
-            "GET /healthz and /readyz, plus the expiry, reaper and outbox jobs (one reaper "
-            "pass at start). Options override the environment.", 100,
+            "GET /healthz and /readyz, plus the expiry, reaper, outbox and purge jobs (one "
+            "reaper pass at start; the purge runs daily by default). Options override the "
+            "environment.", 100,
         ) + "\n\nSettings, read from the environment:\n\n" + config.settings_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

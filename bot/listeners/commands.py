@@ -4,7 +4,8 @@ Replies are ephemeral. Those that need no database (help, usage errors) go
 back in the ack itself; the rest ack first and answer through the
 response_url, so a slow database never costs the 3-second window. Starting
 a run records it before the reply and drives it in the background;
-`continue` answers once the continued run stops (resume drives it).
+`continue` records the grant and replies with it at once; the continued
+run is driven in the background, like a new one.
 
 Someone else's run id gets the same reply as one that does not exist.
 """

@@ -12,7 +12,8 @@ Three servers on 127.0.0.1, one event loop:
   person does on it and POSTs it to the bot's ``/slack/events``.
 
 Nothing listens beyond 127.0.0.1 and nothing calls out: the demo apps use a
-scripted model unless ``SIGNOFF_MODEL_URL`` is set.
+scripted model unless both ``SIGNOFF_MODEL_URL`` and ``SIGNOFF_MODEL_API_KEY``
+are set (then they call that model API).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 ``replica_db`` is a fresh PostgreSQL database per test, brought to head with
 the real ``signoff db upgrade`` (``signoff serve`` refuses a database that is
-not) and holding the quotes example's CRM tables (``signoff serve`` does not
-create them: the example's docstring asks its user to).
+not) and holding the quotes example's CRM tables.
 """
 
 from __future__ import annotations
