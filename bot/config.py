@@ -19,6 +19,7 @@ from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = [
+    "DEFAULT_MODEL_NAME",
     "ConfigError",
     "Settings",
     "SlackCredentials",
@@ -36,6 +37,9 @@ _DRIVER_ALIASES = {
     "postgresql": "postgresql+asyncpg",
     "postgres": "postgresql+asyncpg",
 }
+
+#: The model asked for when SIGNOFF_MODEL_URL is set but SIGNOFF_MODEL_NAME is not.
+DEFAULT_MODEL_NAME = "gpt-4o-mini"
 
 #: Settings `signoff serve` cannot start without (see `Settings.require_slack`).
 _REQUIRED_FOR_SERVE = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"})
@@ -192,13 +196,18 @@ class Settings(BaseSettings):
     model_url: str | None = Field(
         None,
         validation_alias="SIGNOFF_MODEL_URL",
-        description="Base URL of an OpenAI-compatible model API. Unset: the app's own model.",
+        description="Base URL of an OpenAI-compatible model API, used (by the example apps) "
+        "when SIGNOFF_MODEL_API_KEY is set too. Unset: the app's own model.",
     )
     model_api_key: SecretStr | None = Field(
-        None, validation_alias="SIGNOFF_MODEL_API_KEY", description="API key for SIGNOFF_MODEL_URL."
+        None,
+        validation_alias="SIGNOFF_MODEL_API_KEY",
+        description="API key for SIGNOFF_MODEL_URL (both are needed).",
     )
-    model_name: str | None = Field(
-        None, validation_alias="SIGNOFF_MODEL_NAME", description="Model name sent to that API."
+    model_name: str = Field(
+        DEFAULT_MODEL_NAME,
+        validation_alias="SIGNOFF_MODEL_NAME",
+        description="Model name sent to that API.",
     )
 
     @field_validator("slack_bot_token", "slack_signing_secret", "model_api_key", mode="before")
@@ -208,11 +217,18 @@ class Settings(BaseSettings):
             return None
         return value.strip() if isinstance(value, str) else value
 
-    @field_validator("approvals_channel", "model_url", "model_name", mode="before")
+    @field_validator("approvals_channel", "model_url", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         if isinstance(value, str):
             return value.strip() or None
+        return value
+
+    @field_validator("model_name", mode="before")
+    @classmethod
+    def _blank_name_is_the_default(cls, value: object) -> object:
+        if isinstance(value, str):
+            return value.strip() or DEFAULT_MODEL_NAME
         return value
 
     @field_validator("database_url")

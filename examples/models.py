@@ -1,8 +1,11 @@
 """The agent model the examples run with, and what their offline scripts share.
 
 ``from_env(fallback)`` is an OpenAI-compatible model when ``SIGNOFF_MODEL_URL`` and
-``SIGNOFF_MODEL_API_KEY`` are set (``SIGNOFF_MODEL_NAME`` picks the model), else
-``fallback()``: each example's ScriptedModel, which plays the agent offline.
+``SIGNOFF_MODEL_API_KEY`` are both set (``SIGNOFF_MODEL_NAME`` picks the model,
+``gpt-4o-mini`` by default), else ``fallback()``: each example's ScriptedModel,
+which plays the agent offline. The variables are read through
+``bot.config.Settings``, so they mean what ``signoff serve --help`` says (an empty
+or blank one counts as unset).
 
 The scripts decide from the conversation so far (so they resume anywhere); the
 helpers below are how they read a tool's result and answer.
@@ -11,21 +14,27 @@ helpers below are how they read a tool's result and answer.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from bot import config
 from resume.messages import Message, ToolCall
 from resume.model import Model
 from resume.openai_compat import OpenAICompatibleModel
 
 
-def from_env(fallback: Callable[[], Model]) -> Model:
-    """The OpenAI-compatible model the environment names, else ``fallback()``."""
-    url, key = os.environ.get("SIGNOFF_MODEL_URL"), os.environ.get("SIGNOFF_MODEL_API_KEY")
-    if url and key:
+def from_env(
+    fallback: Callable[[], Model], settings: config.Settings | None = None
+) -> Model:
+    """The OpenAI-compatible model the settings name, else ``fallback()``.
+
+    ``settings`` defaults to ``bot.config.load_settings()`` (the environment).
+    """
+    settings = settings or config.load_settings()
+    url, key = settings.model_url, settings.model_api_key
+    if url is not None and key is not None:
         return OpenAICompatibleModel(
-            base_url=url, api_key=key, model=os.environ.get("SIGNOFF_MODEL_NAME", "gpt-4o-mini"),
+            base_url=url, api_key=key.get_secret_value(), model=settings.model_name,
             price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
         )
     return fallback()

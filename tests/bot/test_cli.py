@@ -258,13 +258,16 @@ def test_serve_help__lists_every_setting(tmp_path: Path) -> None:
         assert env in result.stdout
 
 
-def test_serve_help__names_every_scheduled_job(tmp_path: Path) -> None:
+def test_serve_help__names_every_scheduled_job_and_the_model_default(tmp_path: Path) -> None:
     result = signoff("serve", "--help", cwd=tmp_path)
 
     assert result.returncode == 0, result.stderr
     about = " ".join(result.stdout.split("Settings, read from the environment")[0].split())
     for job in ("expiry", "reaper", "outbox", "purge"):
         assert job in about, f"`serve --help` does not mention the {job} job"
+    [model_row] = [line for line in result.stdout.splitlines()
+                   if line.startswith("SIGNOFF_MODEL_NAME")]
+    assert model_row.split()[1] == "gpt-4o-mini"
 
 
 def test_version__prints_the_distribution_version(tmp_path: Path) -> None:

@@ -197,3 +197,25 @@ def test_readme__configuration_table_lists_every_variable() -> None:
 
     missing = {env for env, _, _ in config.settings_rows()} - table_rows
     assert not missing, f"README's configuration table lacks {sorted(missing)}"
+
+
+def test_readme__configuration_table_shows_each_default_as_settings_help_does() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    shown = {
+        cells[1].strip().strip("`"): cells[2].strip().strip("`")
+        for line in readme.splitlines()
+        if line.startswith("| `") and len(cells := line.split("|")) > 3
+    }
+
+    for env, default, _description in config.settings_rows():
+        assert shown.get(env) == default, f"README shows {env} default {shown.get(env)!r}"
+
+
+def test_settings__model_name_defaults_to_what_the_examples_ask_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert config.load_settings().model_name == config.DEFAULT_MODEL_NAME == "gpt-4o-mini"
+    monkeypatch.setenv("SIGNOFF_MODEL_NAME", "   ")
+    assert config.load_settings().model_name == "gpt-4o-mini"
+    assert dict((env, d) for env, d, _ in config.settings_rows())["SIGNOFF_MODEL_NAME"] == (
+        "gpt-4o-mini")
