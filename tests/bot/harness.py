@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +25,7 @@ from bot.sandbox import FakeSlack, fake_slack, signing
 from bot.services import Services
 from examples import quotes
 from examples.crm import CRM
+from resume.app import App
 from resume.model import Model
 from store import approvals, engine
 from store.records import Approval
@@ -159,15 +160,20 @@ def settings_for(url: str, fake: FakeSlack, **overrides: Any) -> config.Settings
 
 @asynccontextmanager
 async def bot_world(
-    url: str, *, model: Model | None = None, **overrides: Any
+    url: str,
+    *,
+    model: Model | None = None,
+    build_app: Callable[[CRM, Model | None], App] = quotes.build,
+    **overrides: Any,
 ) -> AsyncIterator[BotWorld]:
+    """The bot serving ``build_app(crm, model)`` (the quotes example by default)."""
     async with FakeSlack() as fake:
         db = engine.connect(url)
         crm = CRM(db)
         web_app: web.Application | None = None
         try:
             web_app, services = await server.build_server(
-                settings_for(url, fake, **overrides), app=quotes.build(crm, model), db=db)
+                settings_for(url, fake, **overrides), app=build_app(crm, model), db=db)
             await crm.setup()
             runner = web.AppRunner(web_app, access_log=None)
             await runner.setup()
