@@ -362,16 +362,30 @@ async def dismiss(request: web.Request) -> web.Response:
 
 
 async def crm(request: web.Request) -> web.Response:
+    """``{"account": NAME, "credit_hold": BOOL}`` and/or ``{"account": NAME, "tier": TIER}``.
+
+    Every part is checked before anything changes: a bad request is a 400 and
+    leaves the CRM as it was.
+    """
     sandbox, data = _sandbox(request), await _body(request)
     if sandbox.world is None:
         raise web.HTTPNotFound(text=f"{sandbox.app_ref} has no CRM to control")
     account = _text(data, "account")
-    if "credit_hold" in data:
-        await sandbox.world.crm.set_credit_hold(account, bool(data["credit_hold"]))
-    if "tier" in data:
-        tier = _text(data, "tier")
-        if tier not in sandbox.world.tiers:
-            raise web.HTTPBadRequest(text=f"unknown tier {tier!r}")
+    known = [a["name"] for a in await sandbox.world.crm.all_accounts()]
+    if account not in known:
+        raise web.HTTPBadRequest(text=f"unknown account {account!r}; one of {', '.join(known)}")
+    if "credit_hold" not in data and "tier" not in data:
+        raise web.HTTPBadRequest(text="nothing to change: give credit_hold or tier")
+    hold = data.get("credit_hold")
+    if "credit_hold" in data and not isinstance(hold, bool):
+        raise web.HTTPBadRequest(text="credit_hold must be true or false")
+    tier = _text(data, "tier") if "tier" in data else None
+    if tier is not None and tier not in sandbox.world.tiers:
+        raise web.HTTPBadRequest(
+            text=f"unknown tier {tier!r}; one of {', '.join(sandbox.world.tiers)}")
+    if isinstance(hold, bool):
+        await sandbox.world.crm.set_credit_hold(account, hold)
+    if tier is not None:
         await sandbox.world.crm.set_tier(account, tier)
     return web.json_response({"ok": True, "world": await sandbox.world_state()})
 
