@@ -21,6 +21,7 @@ from resume.outcomes import (
     UnknownOrExpired,
 )
 from resume.runtime import Runtime
+from resume.tools import REQUESTER
 from store import approvals, claims, runs
 from store.effects import Effects
 from store.records import Approval, Run
@@ -42,8 +43,10 @@ async def _may_decide(
     if run is None:
         return UnknownOrExpired("unknown")
     tool = rt.app.tool(approval.tool)
-    if tool is not None and not tool.approvers.allows(actor, run.user_id):
-        return NotAnApprover(actor, run.user_id, tool.approvers.listed(run.user_id))
+    # A tool gone since the card was posted has no policy to widen who may decide.
+    policy = tool.approvers if tool is not None else REQUESTER
+    if not policy.allows(actor, run.user_id):
+        return NotAnApprover(actor, run.user_id, policy.listed(run.user_id))
     return approval, run
 
 

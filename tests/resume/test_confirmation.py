@@ -1,9 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from resume import confirmation, outcomes, starting
 from resume.messages import Message
+from resume.runtime import Runtime
 from store import events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
@@ -162,4 +164,30 @@ async def test_quote__revoked_while_expired_is_not_asked_again_on_continue(db: D
     assert len(cards) == 1  # no second card for a call the requester may no longer make
     convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
     assert "not_permitted" in (convo[-2].content or "")
+    assert await world.crm.sent_count() == 0
+
+
+async def test_quote__vanished_tool_still_only_lets_the_requester_decide(db: Database) -> None:
+    world = await quotes_world(db)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    assert (await world.pending(run)).tool == "send_quote"
+    # A deploy while the card waits drops the pending call's tool from the app.
+    app = world.rt.app
+    redeployed = Runtime(db=db, app=dataclasses.replace(
+        app, tools=[t for t in app.tools if t.name != "send_quote"]))
+    assert redeployed.app.tool("send_quote") is None
+    token = run.pending_token or ""
+
+    assert await confirmation.refusal(redeployed, token, "U_OTHER") == outcomes.NotAnApprover(
+        "U_OTHER", "U_REP", None)
+    refused = await confirmation.decide(redeployed, token, "approve", "U_OTHER")
+
+    assert refused == outcomes.NotAnApprover("U_OTHER", "U_REP", None)
+    same = await runs.get(db, run.id)
+    assert same.state is RunState.suspended and same.lease_epoch == run.lease_epoch
+    assert not await events.for_run(db, run.id, kind="decision")
+    assert (await world.pending(same)).decided_by is None
+    # The requester still decides (and the loop then fails the vanished call loudly).
+    assert isinstance(await confirmation.decide(redeployed, token, "decline", "U_REP"),
+                      outcomes.Claimed)
     assert await world.crm.sent_count() == 0
