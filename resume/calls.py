@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -30,23 +32,23 @@ from store.states import LedgerStatus
 log = logging.getLogger(__name__)
 
 DECLINED = "declined_by_user"
+OUTCOME_UNKNOWN = "outcome_unknown"
 
 
 async def handle(w: Worker, call: ToolCall, route: Routed | None) -> Run | None:
     """Settle one call; return the run if it stopped (suspended, halted, failed)."""
-    tool = w.rt.app.tool(call.name)
-    if tool is None or (route is not None and call.name not in route.branch.tools):
-        return await _error(w, call, "unknown_tool", f"no tool named {call.name!r} is available")
-    if call.malformed:
-        return await _error(w, call, "invalid_arguments", "arguments are not a JSON object")
-    try:
-        args = tool.parse(call.arguments)
-    except ValidationError as exc:
-        return await _error(w, call, "invalid_arguments", tools.validation_message(exc))
+    # The ledger first: a call that already started is settled by what it did, even
+    # if this deployment no longer has the tool, allows it, or accepts its arguments.
     entry = await ledger.get(w.rt.db, w.run.id, call.id)
-    if entry is not None and entry.status is LedgerStatus.succeeded:
+    if entry is not None and entry.status in (LedgerStatus.succeeded, LedgerStatus.failed):
         # Never replay: the result is already known; only the message may be missing.
         return await _replay_result(w, call, entry)
+    checked = _checked(w, call, route)
+    if isinstance(checked, _Refused):
+        if entry is not None:
+            return await _unreconcilable(w, entry, checked.changed)
+        return await _error(w, call, checked.code, checked.message)
+    tool, args = checked
     decision = await latest_approval(w, call.id)
     if entry is not None:
         return await _reconcile(w, call, tool, args, entry, confirmed=decision is not None)
@@ -69,6 +71,38 @@ async def handle(w: Worker, call: ToolCall, route: Routed | None) -> Run | None:
         w.settled[call.id] = Declined(run, decision.reason)
         return None
     return await _approved(w, call, tool, args, decision)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    code: str
+    #: For the model, as the call's result.
+    message: str
+    #: For a person, when an earlier attempt of the call cannot be checked because of it.
+    changed: str
+
+
+def _checked(
+    w: Worker, call: ToolCall, route: Routed | None
+) -> tuple[Tool[Any], BaseModel] | _Refused:
+    """The tool exists and the route allows it; the arguments validate."""
+    tool = w.rt.app.tool(call.name)
+    unknown = f"no tool named {call.name!r} is available"
+    if tool is None:
+        return _Refused("unknown_tool", unknown,
+                        f"{call.name} no longer exists in this deployment")
+    if route is not None and call.name not in route.branch.tools:
+        return _Refused("unknown_tool", unknown,
+                        f"route {route.route!r} no longer allows {call.name}")
+    if call.malformed:
+        return _Refused("invalid_arguments", "arguments are not a JSON object",
+                        f"the arguments of {call.name} are not a JSON object")
+    try:
+        return tool, tool.parse(call.arguments)
+    except ValidationError as exc:
+        message = tools.validation_message(exc)
+        return _Refused("invalid_arguments", message,
+                        f"the arguments of {call.name} no longer validate ({message})")
 
 
 async def _approved(
@@ -206,8 +240,6 @@ async def _reconcile(
     *, confirmed: bool,
 ) -> Run | None:
     """An earlier attempt's outcome is unknown: ask the tool before anything else."""
-    if entry.status is LedgerStatus.failed:
-        return await _replay_result(w, call, entry)
     if tool.reconcile is not None:
         verdict = await tool.reconcile(entry.idempotency_key, args)
     elif tool.idempotent:
@@ -226,13 +258,56 @@ async def _reconcile(
     if verdict.outcome == "not_done":
         await w.record(Effects(events=[("reconciled", event)]))
         return await execute(w, call, tool, args, confirmed=confirmed, entry=entry)
-    await w.record(Effects(events=[("reconciled", event)],
-                           ledger=[LedgerCompletion(call.id, LedgerStatus.unknown, None)]))
-    return await w.fail(
-        "outcome_unknown",
-        detail=f"{tool.name} may or may not have run with arguments {call.arguments} "
-        f"(idempotency key {entry.idempotency_key}); check before asking again",
+    return await fail(w, OUTCOME_UNKNOWN, f"{tool.name} cannot tell whether its earlier call "
+                      "took effect.", [entry], events=[("reconciled", event)])
+
+
+async def _unreconcilable(w: Worker, entry: LedgerEntry, changed: str) -> Run:
+    """A started call this deployment cannot ask about: its outcome stays unknown."""
+    event = {"call_id": entry.call_id, "tool": entry.tool, "outcome": "cannot_tell",
+             "because": changed}
+    return await fail(w, OUTCOME_UNKNOWN, f"{changed}, so its earlier call cannot be checked.",
+                      [entry], events=[("reconciled", event)])
+
+
+def unknown_call(entry: LedgerEntry) -> str:
+    """One call whose write may or may not have happened: the tool, its arguments, its key."""
+    return (f"{entry.tool} may or may not have run with arguments {entry.args} "
+            f"(idempotency key {entry.idempotency_key})")
+
+
+def failure_effects(
+    run: Run, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
+    channel: str | None, events: Sequence[tuple[str, dict[str, Any]]] = (), **data: Any,
+) -> Effects:
+    """A failure that names each call still ``started``, for a person to check.
+
+    Nobody will reconcile those calls once the run has failed, so the ledger
+    records their outcome as ``unknown`` in the same transaction.
+    """
+    if unknown:
+        lead = f"{detail.rstrip('.')}. " if detail else ""
+        detail = lead + "; ".join(unknown_call(e) for e in unknown)
+        detail += "; check before asking again."
+    named = [{"call_id": e.call_id, "tool": e.tool, "args": e.args,
+              "idempotency_key": e.idempotency_key} for e in unknown]
+    return Effects(
+        events=[*events, ("failed", {"reason": reason, "detail": detail, **data,
+                                     "unknown_calls": named})],
+        outbox=[notify.notice(run, "failed", channel=channel, reason=reason, detail=detail)],
+        ledger=[LedgerCompletion(e.call_id, LedgerStatus.unknown, None) for e in unknown],
     )
+
+
+async def fail(
+    w: Worker, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
+    events: Sequence[tuple[str, dict[str, Any]]] = (),
+) -> Run:
+    """running -> failed(reason), naming (and closing as ``unknown``) the calls in ``unknown``."""
+    fx = failure_effects(w.run, reason, detail, unknown, channel=w.channel, events=events)
+    w.run = await runs.fail(w.rt.db, w.run.id, w.epoch, reason, now=w.rt.now(), fx=fx,
+                            elapsed_ms=w.elapsed_ms())
+    return w.run
 
 
 async def _replay_result(w: Worker, call: ToolCall, entry: LedgerEntry) -> Run | None:

@@ -55,7 +55,7 @@ async def _work(w: Worker) -> Run:
     await _resolve_scope(w)
     verdict = compat.check(w.rt.app, w.run, {c.id for c in _outstanding(w.conversation)})
     if not verdict.ok:
-        return await w.fail("snapshot_incompatible", detail=verdict.detail)
+        return await _fail(w, "snapshot_incompatible", verdict.detail or "")
     if verdict.changed is not None:
         await w.record(Effects(events=[("app_changed", verdict.changed)]),
                        extra={"app_fingerprint": verdict.changed["to"]})
@@ -63,7 +63,7 @@ async def _work(w: Worker) -> Run:
     if w.rt.app.router is not None:
         found = await routes.route_for(w.rt.db, w.rt.app.router, w.run)
         if isinstance(found, routes.RouteFailure):
-            return await w.fail(found.reason, detail=found.detail)
+            return await _fail(w, found.reason, found.detail)
         route = found
     try:
         return await _steps(w, route)
@@ -73,7 +73,15 @@ async def _work(w: Worker) -> Run:
         # A bug in a tool's preview or guard, or in the app: stop loudly, never silently.
         log.exception("run %s stopped on an unexpected error", w.run.id,
                       extra={"action": "internal_error", "run_id": w.run.id})
-        return await w.fail("internal_error", detail=f"{type(exc).__name__}: {exc}")
+        return await _fail(w, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+async def _fail(w: Worker, reason: str, detail: str) -> Run:
+    """Fail before every call is settled: a call still ``started`` will never be
+    reconciled now, so the failure names it (and the ledger says ``unknown``)."""
+    started = [e for e in await ledger.for_run(w.rt.db, w.run.id)
+               if e.status is LedgerStatus.started]
+    return await calls.fail(w, reason, detail, started)
 
 
 async def _resolve_scope(w: Worker) -> None:

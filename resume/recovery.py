@@ -24,12 +24,11 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from resume import loop, notify, worker
+from resume import calls, loop, worker
 from resume.runtime import Runtime
 from store import errors, sweeps
-from store.effects import Effects, LedgerCompletion
-from store.records import LedgerEntry, Run
-from store.states import LedgerStatus
+from store.effects import Effects
+from store.records import Run
 
 log = logging.getLogger(__name__)
 
@@ -104,24 +103,9 @@ def _taken_effects(rt: Runtime, before: Run) -> Effects:
 def _exhausted_effects(rt: Runtime, before: sweeps.Orphan) -> Effects:
     attempts = before.recovery_attempts
     detail = (f"the process working on this run stopped {attempts + 1} times (recovered "
-              f"{attempts} times already); it will not be retried. ")
-    if before.started:
-        detail += "; ".join(_unknown(e) for e in before.started) + "; check before asking again."
-    else:
-        detail += "Check the run's trace, then ask again."
-    unknown = [{"call_id": e.call_id, "tool": e.tool, "args": e.args,
-                "idempotency_key": e.idempotency_key} for e in before.started]
-    return Effects(
-        events=[("failed", {"reason": EXHAUSTED_REASON, "detail": detail,
-                            "recovery_attempts": attempts, "unknown_calls": unknown})],
-        outbox=[notify.notice(before, "failed", channel=rt.approvals_channel,
-                              reason=EXHAUSTED_REASON, detail=detail)],
-        # Nobody will reconcile these now: record that their outcome is unknown.
-        ledger=[LedgerCompletion(e.call_id, LedgerStatus.unknown, None) for e in before.started],
-    )
-
-
-def _unknown(entry: LedgerEntry) -> str:
-    """Worded like ``outcome_unknown``'s detail: the tool, its arguments, its key."""
-    return (f"{entry.tool} may or may not have run with arguments {entry.args} "
-            f"(idempotency key {entry.idempotency_key})")
+              f"{attempts} times already); it will not be retried.")
+    if not before.started:
+        detail += " Check the run's trace, then ask again."
+    # Nobody will reconcile its started calls now: name them, and record them ``unknown``.
+    return calls.failure_effects(before, EXHAUSTED_REASON, detail, before.started,
+                                 channel=rt.approvals_channel, recovery_attempts=attempts)

@@ -6,16 +6,18 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from examples import quotes
+from examples.crm import CRM, Pricing
 from resume import confirmation, outcomes, recovery, starting
 from resume.app import App
 from resume.runtime import Runtime
 from resume.tools import Tool, ToolContext
-from store import events, outbox, runs
+from store import events, ledger, outbox, runs
 from store.engine import Database
-from store.states import RunState
+from store.states import LedgerStatus, RunState
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 
@@ -178,3 +180,46 @@ async def test_deploy__recovered_after_the_approved_send_ran_is_not_held_to_its_
     assert after.state is RunState.answered, after.halt_reason
     assert await world.crm.sent_count() == 1
     assert await events.for_run(db, run.id, kind="app_changed")
+
+
+class Crash(BaseException):
+    """Stands in for a kill: no handler in the loop catches it, so the run stays running."""
+
+
+class SendThenCrashCRM(CRM):
+    """The quote is sent, then the process dies before signoff records it."""
+
+    async def send(self, quote_id: str, pricing: Pricing, key: str) -> dict[str, Any]:
+        await super().send(quote_id, pricing, key)
+        raise Crash
+
+
+async def test_deploy__incompatible_after_a_crash_mid_send_names_the_unknown_send(
+    db: Database,
+) -> None:
+    crm = SendThenCrashCRM(db)
+    await crm.setup()
+    rt = Runtime(db=db, app=quotes.build(crm))
+    run = await starting.start(rt, "U_REP", ASK)
+    with pytest.raises(Crash):
+        await confirmation.resume_after_confirmation(rt, run.pending_token or "", "approve",
+                                                     "U_REP")
+    [send] = [e for e in await ledger.for_run(db, run.id) if e.tool == "send_quote"]
+    assert send.status is LedgerStatus.started and await crm.sent_count() == 1
+    stale = datetime.now(UTC) - timedelta(hours=1)
+    assert await runs.heartbeat(db, run.id, run.lease_epoch + 1, now=stale)
+    deployed = Runtime(db=db, app=_with_send_args(quotes.build(crm), SendRequiresNote))
+
+    await recovery.recover_orphans(deployed)
+
+    after = await runs.get(db, run.id)
+    assert after.state is RunState.failed and after.halt_reason == "snapshot_incompatible"
+    [send] = [e for e in await ledger.for_run(db, run.id) if e.tool == "send_quote"]
+    assert send.status is LedgerStatus.unknown
+    notice = (await outbox.for_run(db, run.id))[-1].payload
+    assert notice["reason"] == "snapshot_incompatible" and "note" in notice["detail"]
+    assert "send_quote may or may not have run" in notice["detail"]
+    assert send.args["quote_id"] in notice["detail"] and send.idempotency_key in notice["detail"]
+    [failed] = await events.for_run(db, run.id, kind="failed")
+    assert [c["call_id"] for c in failed.data["unknown_calls"]] == [send.call_id]
+    assert await crm.sent_count() == 1

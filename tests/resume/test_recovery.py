@@ -8,6 +8,7 @@ exception no handler catches); time moves by writing the heartbeat.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -297,3 +298,50 @@ async def test_recover_orphans__a_keyed_draft_is_drafted_again_not_twice(db: Dat
     assert final.state is RunState.suspended  # on to the send card, with the first draft
     assert await _quotes_in_crm(db) == 1
     assert final.pending and final.pending["args"]["quote_id"] == await _draft_id(db, run.id)
+
+
+class DraftArgsWithCurrency(quotes.DraftArgs):
+    currency: str  # a new required argument: the crashed draft's arguments no longer validate
+
+
+def _deployed(crm: CRM, change: str) -> App:
+    app = quotes.build(crm)
+    if change == "dropped":
+        tools = [t for t in app.tools if t.name != "draft_quote"]
+    else:
+        tools = [dataclasses.replace(t, args=DraftArgsWithCurrency)
+                 if t.name == "draft_quote" else t for t in app.tools]
+    return dataclasses.replace(app, tools=tools)
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ("dropped", "draft_quote no longer exists"),
+    ("args_changed", "the arguments of draft_quote no longer validate"),
+])
+async def test_recover_orphans__a_started_call_the_new_deploy_cannot_check_fails_outcome_unknown(
+    db: Database, change: str, why: str,
+) -> None:
+    """The draft was written, then the process died; the new deploy cannot reconcile it."""
+    crm = DraftThenCrashCRM(db)
+    await crm.setup()
+    with pytest.raises(Crash):
+        await starting.start(Runtime(db=db, app=quotes.build(crm)), "U_REP", ASK)
+    [run] = await runs.list_runs(db)
+    [draft] = [e for e in await ledger.for_run(db, run.id) if e.tool == "draft_quote"]
+    assert draft.status is LedgerStatus.started and await _quotes_in_crm(db) == 1
+    await _age(db, run.id)
+
+    report = await recovery.recover_orphans(Runtime(db=db, app=_deployed(crm, change)))
+
+    assert [r.id for r in report.recovered] == [run.id]
+    final = await runs.get(db, run.id)
+    assert final.state is RunState.failed and final.halt_reason == "outcome_unknown"
+    assert [(e.tool, e.status) for e in await ledger.for_run(db, run.id)] == [
+        ("lookup_account", LedgerStatus.succeeded), ("draft_quote", LedgerStatus.unknown)]
+    notice = (await outbox.for_run(db, run.id))[-1].payload
+    assert notice["event"] == "failed" and notice["reason"] == "outcome_unknown"
+    assert why in notice["detail"] and "draft_quote may or may not have run" in notice["detail"]
+    assert draft.idempotency_key in notice["detail"] and "SKU-4411" in notice["detail"]
+    [failed] = await events.for_run(db, run.id, kind="failed")
+    assert [c["call_id"] for c in failed.data["unknown_calls"]] == [draft.call_id]
+    assert await _quotes_in_crm(db) == 1
