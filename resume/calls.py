@@ -140,7 +140,8 @@ async def latest_approval(w: Worker, call_id: str) -> Approval | None:
 
 def _context(w: Worker, call: ToolCall, *, confirmed: bool) -> ToolContext:
     return ToolContext(run_id=w.run.id, user_id=w.run.user_id, scope=w.scope,
-                       idempotency_key=idempotency_key(w.run.id, call.id), confirmed=confirmed)
+                       idempotency_key=idempotency_key(w.run.id, call.id), confirmed=confirmed,
+                       run=w.run)
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from resume.messages import ToolSpec
 from resume.notices import FieldChange, PreviewData
 from resume.scope import Scope
+from store.records import Run
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -90,13 +91,16 @@ class Reconciliation:
 
 @dataclass(frozen=True)
 class ToolContext:
-    """What a tool sees when it runs."""
+    """What a tool sees when it runs (or when its guard checks a call)."""
 
     run_id: str
     user_id: str
     scope: Scope
     idempotency_key: str
     confirmed: bool
+    #: The run as stored when the call was made: read-only (a frozen record); a tool
+    #: changes a run only through its result. ``run_id``/``user_id`` repeat its fields.
+    run: Run
 
 
 @dataclass(frozen=True)
