@@ -8,6 +8,7 @@ the process dies inside it, the reaper takes the run over.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Literal
 
 from resume import expiry, loop, notify
@@ -33,7 +34,7 @@ Decision = Literal["approve", "decline"]
 async def _may_decide(
     rt: Runtime, token: str, actor: str
 ) -> tuple[Approval, Run] | Refusal:
-    """The request is known and undecided, and the tool's approvers policy allows ``actor``."""
+    """The request is known, undecided and unexpired, and the approvers policy allows ``actor``."""
     approval = await approvals.get(rt.db, token) if token else None
     if approval is None:
         return UnknownOrExpired("unknown")
@@ -42,12 +43,23 @@ async def _may_decide(
     run = await runs.find(rt.db, approval.run_id)
     if run is None:
         return UnknownOrExpired("unknown")
+    if _expired(run, token, rt.now()):
+        # Issue 3's order: an expired token is refused as such before who clicked matters.
+        # Only a read: the claim's expires_at guard is still the atomic check.
+        return UnknownOrExpired("expired")
     tool = rt.app.tool(approval.tool)
     # A tool gone since the card was posted has no policy to widen who may decide.
     policy = tool.approvers if tool is not None else REQUESTER
     if not policy.allows(actor, run.user_id):
         return NotAnApprover(actor, run.user_id, policy.listed(run.user_id))
     return approval, run
+
+
+def _expired(run: Run, token: str, now: datetime) -> bool:
+    """``token`` expired: due but not yet swept, or swept (the run halted on its expiry)."""
+    if run.state is RunState.suspended and run.pending_token == token:
+        return run.expires_at is None or run.expires_at <= now
+    return run.state is RunState.halted and run.halt_reason == expiry.EXPIRED_REASON
 
 
 async def refusal(rt: Runtime, token: str, actor: str) -> Refusal | None:
@@ -63,13 +75,9 @@ async def refusal(rt: Runtime, token: str, actor: str) -> Refusal | None:
         return may
     _, run = may
     if run.state is RunState.suspended and run.pending_token == token:
-        if run.expires_at is None or run.expires_at <= rt.now():
-            return UnknownOrExpired("expired")  # the claim's expiry guard would refuse
-        return None
+        return None  # open and not expired (_may_decide refused an expired one)
     if run.pending_token != token and run.state in (RunState.suspended, RunState.running):
         return UnknownOrExpired("superseded")
-    if run.halt_reason == expiry.EXPIRED_REASON:
-        return UnknownOrExpired("expired")
     return UnknownOrExpired("closed")
 
 

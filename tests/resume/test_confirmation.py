@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from datetime import UTC, datetime, timedelta
 
-from resume import confirmation, outcomes, starting
+from resume import confirmation, expiry, outcomes, starting
 from resume.messages import Message
 from resume.runtime import Runtime
 from store import events, ledger, messages, outbox, runs
@@ -190,4 +191,40 @@ async def test_quote__vanished_tool_still_only_lets_the_requester_decide(db: Dat
     # The requester still decides (and the loop then fails the vanished call loudly).
     assert isinstance(await confirmation.decide(redeployed, token, "decline", "U_REP"),
                       outcomes.Claimed)
+    assert await world.crm.sent_count() == 0
+
+
+class _Clock:
+    def __init__(self, at: datetime) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+
+async def test_quote__expired_token_is_refused_as_expired_before_asking_who_clicked(
+    db: Database,
+) -> None:
+    # Issue 3's order: an expired token is unknown_or_expired first, whoever clicks it.
+    clock = _Clock(datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
+    world = await quotes_world(db, clock=clock)
+    run = await starting.start(world.rt, "U_REP", ASK)
+    token = run.pending_token or ""
+    assert run.expires_at is not None
+    clock.at = run.expires_at  # due, but the sweep has not run yet
+    expired = outcomes.UnknownOrExpired("expired")
+
+    for actor in ("U_OTHER", "U_REP"):
+        assert await confirmation.refusal(world.rt, token, actor) == expired
+        assert await confirmation.decide(world.rt, token, "approve", actor) == expired
+        assert await confirmation.decide(world.rt, token, "decline", actor) == expired
+
+    same = await runs.get(db, run.id)
+    assert same.state is RunState.suspended and same.lease_epoch == run.lease_epoch
+    assert not await events.for_run(db, run.id, kind="decision")
+    # Swept since: still expired, not a question of who clicked.
+    clock.at = run.expires_at + timedelta(minutes=1)
+    assert [r.id for r in await expiry.expire_suspended(world.rt)] == [run.id]
+    assert await confirmation.refusal(world.rt, token, "U_OTHER") == expired
+    assert await confirmation.decide(world.rt, token, "approve", "U_OTHER") == expired
     assert await world.crm.sent_count() == 0
