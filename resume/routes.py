@@ -1,9 +1,10 @@
 """Routers: an agent tree's choice of branch, recorded once and recovered, never re-decided.
 
 A router's choice is an event of the run (router name, route, basis, how it
-was decided, route-table digest), written in the same transaction as the step
-that used it. Every later step reads it back: the route function is consulted
-only for a run that has not taken a step yet.
+was decided, route-table digest), written when the run is created, in the same
+transaction (``choose``, from ``resume.starting.begin``). Every drive reads it
+back (``route_for``): the route function is never consulted once the run
+exists, so a crash or a halt during the first model call cannot re-decide.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +22,8 @@ from store.engine import Database
 from store.records import Run
 
 ROUTE_EVENT = "route"
+#: Recorded at start instead of a route when the router could place the run nowhere.
+NO_ROUTE_EVENT = "no_route"
 
 
 class Branch(BaseModel):
@@ -63,60 +66,87 @@ class Router:
 
 @dataclass(frozen=True)
 class Routed:
-    """The run's route, with its branch, and the event to record if it is new."""
+    """The run's route, as recorded, with its branch."""
 
     route: str
     branch: Branch
+    #: Always None now that the route is recorded with the run at start; the loop
+    #: still records an event given here.
     new_event: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
+class Choice:
+    """The router's answer for a new run: the event to record with it (and its route)."""
+
+    kind: str  #: ROUTE_EVENT or NO_ROUTE_EVENT
+    data: dict[str, object]
+    route: str | None
+
+
+@dataclass(frozen=True)
 class RouteFailure:
-    #: no_route: a fresh run the router could not place; route_lost: a resumed run with
-    #: no recorded route; route_table_changed: the recorded route's table changed since.
+    #: no_route: the router placed the run nowhere at start; route_lost: no route is
+    #: recorded for the run; route_table_changed: the recorded route's table changed since.
     reason: Literal["no_route", "route_lost", "route_table_changed"]
     detail: str
 
 
-async def route_for(db: Database, router: Router, run: Run) -> Routed | RouteFailure:
-    """The route this step must follow.
-
-    A run that has taken no step yet is routed by the route function; any
-    other run must find its own recorded route (this run, this router) and the
-    same route table, or it fails loudly.
-    """
-    recorded = [e for e in await events.for_run(db, run.id, kind=ROUTE_EVENT)
-                if e.data.get("router") == router.name and e.run_id == run.id]
-    if recorded:
-        data = recorded[-1].data
-        if data.get("table_digest") != router.digest():
-            return RouteFailure(
-                "route_table_changed",
-                f"router {router.name!r} chose {data.get('route')!r} under a route table that has "
-                "changed since; the run is not continued on a table it was not routed by",
-            )
-        branch = router.table.get(str(data["route"]))
-        if branch is None:  # pragma: no cover - a changed table changes the digest
-            return RouteFailure("route_table_changed", f"route {data['route']!r} is gone")
-        return Routed(str(data["route"]), branch)
-    if run.step > 0:
-        return RouteFailure(
-            "route_lost",
-            f"run {run.id} has taken {run.step} step(s) but no route is recorded for router "
-            f"{router.name!r}; refusing to re-decide or fall through",
-        )
-    decision = await router.decide(run.question, run.user_id)
+async def choose(router: Router, question: str, user_id: str) -> Choice:
+    """Ask the route function, once, for a run about to be created."""
+    try:
+        decision = await router.decide(question, user_id)
+    except Exception as exc:
+        # A route function can be a model call: its error places the run nowhere, loudly.
+        return _nowhere(router, f"router {router.name!r} could not choose a branch "
+                                f"({type(exc).__name__}: {exc})")
     if decision is None or decision.route not in router.table:
-        return RouteFailure(
-            "no_route",
-            f"router {router.name!r} could not choose a branch for this request"
-            + (f" (it answered unknown route {decision.route!r})" if decision else ""),
-        )
-    event: dict[str, object] = {
+        return _nowhere(router, f"router {router.name!r} could not choose a branch for this "
+                        "request" + (f" (it answered unknown route {decision.route!r})"
+                                     if decision else ""))
+    return Choice(ROUTE_EVENT, {
         "router": router.name,
         "route": decision.route,
         "basis": decision.basis,
         "how": decision.how,
         "table_digest": router.digest(),
-    }
-    return Routed(decision.route, router.table[decision.route], new_event=event)
+    }, decision.route)
+
+
+def _nowhere(router: Router, detail: str) -> Choice:
+    return Choice(NO_ROUTE_EVENT, {"router": router.name, "detail": detail}, None)
+
+
+async def route_for(db: Database, router: Router, run: Run) -> Routed | RouteFailure:
+    """The route this step must follow: the one recorded for this run and this router.
+
+    Never asks the route function (``choose`` did, when the run was created).
+    A run without a recorded route, or whose route table changed since, fails loudly.
+    """
+    recorded = await _recorded(db, router, run, ROUTE_EVENT)
+    if recorded is None:
+        nowhere = await _recorded(db, router, run, NO_ROUTE_EVENT)
+        if nowhere is not None:
+            return RouteFailure("no_route", str(nowhere.get("detail", "")))
+        return RouteFailure(
+            "route_lost",
+            f"no route is recorded for run {run.id} and router {router.name!r} (it has taken "
+            f"{run.step} step(s)); refusing to re-decide or fall through",
+        )
+    if recorded.get("table_digest") != router.digest():
+        return RouteFailure(
+            "route_table_changed",
+            f"router {router.name!r} chose {recorded.get('route')!r} under a route table that "
+            "has changed since; the run is not continued on a table it was not routed by",
+        )
+    branch = router.table.get(str(recorded["route"]))
+    if branch is None:  # pragma: no cover - a changed table changes the digest
+        return RouteFailure("route_table_changed", f"route {recorded['route']!r} is gone")
+    return Routed(str(recorded["route"]), branch)
+
+
+async def _recorded(db: Database, router: Router, run: Run, kind: str) -> dict[str, Any] | None:
+    """The latest ``kind`` event of this run by this router; another run's or router's never."""
+    mine = [e for e in await events.for_run(db, run.id, kind=kind)
+            if e.run_id == run.id and e.data.get("router") == router.name]
+    return mine[-1].data if mine else None

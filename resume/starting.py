@@ -1,10 +1,10 @@
-"""Starting a run: recorded first, then driven."""
+"""Starting a run: recorded first (with its route, if the app has a router), then driven."""
 
 from __future__ import annotations
 
 import secrets
 
-from resume import loop
+from resume import loop, routes
 from resume.app import SNAPSHOT_VERSION
 from resume.messages import Message
 from resume.runtime import Runtime
@@ -21,7 +21,11 @@ def new_run_id() -> str:
 
 
 async def begin(rt: Runtime, user_id: str, question: str) -> Run:
-    """Create a running run held by this process; drive it with ``loop.drive``."""
+    """Create a running run held by this process; drive it with ``loop.drive``.
+
+    With a router, its route function is called here (once per run): a caller
+    that must answer quickly (a Slack handler) acks before calling this.
+    """
     question = question.strip()
     if not question:
         raise ValueError("a run needs a question")
@@ -29,17 +33,24 @@ async def begin(rt: Runtime, user_id: str, question: str) -> Run:
         raise ValueError(f"the question is {len(question)} characters; the limit is "
                          f"{MAX_QUESTION_CHARS}")
     scope = await rt.app.scope(user_id)
+    # Routed once, here, and recorded with the run: a drive cut short in its first model
+    # call (crash, model error) must find the route, not ask again (DESIGN rule 7).
+    # The route function may be a model call; nothing transactional is open yet.
+    choice = (await routes.choose(rt.app.router, question, user_id)
+              if rt.app.router is not None else None)
     now = rt.now()
     new = runs.NewRun(
         id=new_run_id(), user_id=user_id, question=question,
         limits=rt.app.limits.model_dump(), owner_id=rt.owner_id,
         snapshot_version=SNAPSHOT_VERSION, app_fingerprint=rt.app.fingerprint(),
         scope_snapshot=scope.model_dump(mode="json"), scope_resolved_at=now,
-        slack_channel=None,
+        slack_channel=None, route=choice.route if choice else None,
     )
     fx = Effects(messages=[Message.user(question).model_dump(mode="json")],
                  events=[("started", {"user": user_id, "app": rt.app.name,
                                       "limits": new.limits})])
+    if choice is not None:
+        fx.events.append((choice.kind, choice.data))
     return await runs.create(rt.db, new, now=now, fx=fx)
 
 

@@ -95,6 +95,8 @@ class NewRun:
     scope_snapshot: Any = None
     scope_resolved_at: datetime | None = None
     slack_channel: str | None = None
+    #: The router's choice, when it was made before the run was created.
+    route: str | None = None
 
 
 async def create(db: Database, new: NewRun, *, now: datetime, fx: Effects) -> Run:
@@ -117,6 +119,7 @@ async def create(db: Database, new: NewRun, *, now: datetime, fx: Effects) -> Ru
                 snapshot_version=new.snapshot_version,
                 app_fingerprint=new.app_fingerprint,
                 slack_channel=new.slack_channel,
+                route=new.route,
                 started_at=now,
                 updated_at=now,
             )

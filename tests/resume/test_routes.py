@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
+import pytest
 from sqlalchemy import update
 
 from examples import purchase
-from resume import confirmation, loop, outcomes, starting
-from resume.routes import ROUTE_EVENT, Branch
+from resume import confirmation, continuation, loop, outcomes, recovery, starting
+from resume.messages import Message, ToolSpec
+from resume.model import ModelError
+from resume.routes import ROUTE_EVENT, Branch, RouteDecision
 from resume.runtime import Runtime
+from resume.scripted import ScriptedModel
 from store import events, ledger, outbox, runs, schema, sweeps
 from store.effects import Effects
 from store.engine import Database
@@ -202,4 +208,98 @@ async def test_route__default_rule_routes_questions_to_a_branch_that_cannot_buy(
     assert route.data["how"] == "rule" and route.data["basis"] == "is"
     assert [e.tool for e in await ledger.for_run(db, run.id)] == ["check_stock"]
     assert run.answer and "6 in stock" in run.answer
+    assert await world.shop.orders() == []
+
+
+class Crash(BaseException):
+    """Stands in for a kill: no handler in the loop catches it, so the run stays running."""
+
+
+@dataclass
+class FirstCallFails:
+    """The purchase agent, except that its first model call raises ``error``."""
+
+    error: BaseException
+    calls: int = 0
+
+    def __call__(self, messages_: Sequence[Message], tools: Sequence[ToolSpec]) -> Message:
+        self.calls += 1
+        if self.calls == 1:
+            raise self.error
+        return purchase.purchase_script(messages_, tools)
+
+
+async def _assert_continues_down_the_recorded_route(
+    world: PurchaseWorld, run_id: str, classify: Classifier
+) -> None:
+    run = await runs.get(world.rt.db, run_id)
+    assert run.state is RunState.suspended, run.halt_reason
+    assert run.route == "purchase"
+    assert (await world.pending(run)).tool == "approve_cart_mandate"
+    assert isinstance(await _approve(world, run), outcomes.Executed)
+    final = await runs.get(world.rt.db, run_id)
+    assert final.state is RunState.answered, final.halt_reason
+    assert [e.tool for e in await ledger.for_run(world.rt.db, run_id)] == FLOW
+    assert len(await world.shop.orders("U_BUYER")) == 1
+    # Asked once, at start; a fresh classification (inquiry) was never sought.
+    assert classify.calls == [ASK]
+    routes = await events.for_run(world.rt.db, run_id, kind=ROUTE_EVENT)
+    assert [(e.data["route"], e.data["how"]) for e in routes] == [("purchase", "rule")]
+
+
+async def test_route__crash_in_the_first_model_call_is_recovered_down_the_recorded_route(
+    db: Database,
+) -> None:
+    classify = Classifier([decision("purchase"), decision("inquiry", "is", "model")])
+    world = await purchase_world(db, model=ScriptedModel(FirstCallFails(Crash())),
+                                 route_function=classify)
+    with pytest.raises(Crash):
+        await starting.start(world.rt, "U_BUYER", ASK)
+    [run] = await runs.list_runs(db)
+    assert run.state is RunState.running and run.step == 0
+    # The route is on record before any step, with the run itself.
+    [route] = await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    router = world.rt.app.router
+    assert router is not None
+    assert route.run_id == run.id and route.data == {
+        "router": "supervisor", "route": "purchase", "basis": "buy", "how": "rule",
+        "table_digest": router.digest()}
+    assert run.route == "purchase"
+    await runs.heartbeat(db, run.id, run.lease_epoch, now=world.rt.now() - timedelta(hours=1))
+
+    report = await recovery.recover_orphans(world.rt)
+
+    assert [r.id for r in report.recovered] == [run.id]
+    await _assert_continues_down_the_recorded_route(world, run.id, classify)
+
+
+async def test_route__model_error_in_the_first_model_call_continues_down_the_recorded_route(
+    db: Database,
+) -> None:
+    classify = Classifier([decision("purchase"), decision("inquiry", "is", "model")])
+    world = await purchase_world(
+        db, model=ScriptedModel(FirstCallFails(ModelError("upstream 503"))),
+        route_function=classify)
+    run = await starting.start(world.rt, "U_BUYER", ASK)
+    assert run.state is RunState.halted and run.halt_reason == "model_error"
+    assert run.step == 0
+
+    continued = await continuation.continue_run(world.rt, run.id, "U_BUYER")
+
+    assert isinstance(continued, continuation.Continued)
+    await _assert_continues_down_the_recorded_route(world, run.id, classify)
+
+
+async def test_route__a_route_function_that_raises_fails_the_run_no_route(db: Database) -> None:
+    async def broken(question: str, user_id: str) -> RouteDecision | None:
+        raise ModelError("classifier timed out")
+
+    world = await purchase_world(db, route_function=broken)
+
+    run = await starting.start(world.rt, "U_BUYER", ASK)
+
+    assert run.state is RunState.failed and run.halt_reason == "no_route"
+    assert run.step == 0 and not await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    [notice] = await _notices(db, run.id)
+    assert notice["reason"] == "no_route" and "classifier timed out" in str(notice["detail"])
     assert await world.shop.orders() == []
