@@ -9,8 +9,8 @@ order, then summarises. The branch's contract requires ``complete_checkout``:
 a summary without an order is a failed run, not an answered one. Questions
 ("is MN-300 in stock?") go down the ``inquiry`` branch, which cannot buy.
 
-The route is decided once, on the run's first step, and recorded; after the
-pause the recorded route is followed and the route function is not asked
+The route is decided once, when the run starts, and recorded with the run;
+after the pause the recorded route is followed and the route function is not asked
 again (a route function that answers None on resume is what production looks
 like, and must not make the flow skip its branch).
 
