@@ -19,7 +19,8 @@ from resume.scope import ScopeResolver
 from resume.tools import Tool
 
 #: Bumped by hand whenever the persisted shape of a run (messages, pending
-#: request, limits) changes; older supported versions are migrated on resume.
+#: request, limits) changes; register the old version's migration in
+#: ``resume.compat.MIGRATIONS`` so its runs are migrated on resume, not failed.
 SNAPSHOT_VERSION = 1
 
 

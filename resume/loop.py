@@ -53,12 +53,11 @@ async def drive(rt: Runtime, run: Run) -> Driven:
 
 async def _work(w: Worker) -> Run:
     await _resolve_scope(w)
-    verdict = compat.check(w.rt.app, w.run, {c.id for c in _outstanding(w.conversation)})
+    verdict = compat.check(w.rt.app, w.run, {c.id for c in _outstanding(w.conversation)},
+                           w.conversation)
     if not verdict.ok:
         return await _fail(w, "snapshot_incompatible", verdict.detail or "")
-    if verdict.changed is not None:
-        await w.record(Effects(events=[("app_changed", verdict.changed)]),
-                       extra={"app_fingerprint": verdict.changed["to"]})
+    await _adopt(w, verdict)
     route: Routed | None = None
     if w.rt.app.router is not None:
         found = await routes.route_for(w.rt.db, w.rt.app.router, w.run)
@@ -74,6 +73,21 @@ async def _work(w: Worker) -> Run:
         log.exception("run %s stopped on an unexpected error", w.run.id,
                       extra={"action": "internal_error", "run_id": w.run.id})
         return await _fail(w, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+async def _adopt(w: Worker, verdict: compat.Verdict) -> None:
+    """Record what resuming under this code changed: a migration (with its version bump)
+    and a new app fingerprint, in one write."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    extra: dict[str, Any] = {}
+    if verdict.migrated is not None:
+        events.append((compat.MIGRATED_EVENT, verdict.migrated.event()))
+        extra.update(verdict.migrated.values)
+    if verdict.changed is not None:
+        events.append(("app_changed", verdict.changed))
+        extra["app_fingerprint"] = verdict.changed["to"]
+    if events:
+        await w.record(Effects(events=events), extra=extra)
 
 
 async def _fail(w: Worker, reason: str, detail: str) -> Run:
