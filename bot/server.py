@@ -81,6 +81,7 @@ async def build_server(
         if db is None:
             await database.dispose()
         raise
+    _warn_if_cards_go_to_the_wrong_person(runtime)
     services = Services(rt=runtime, settings=settings, client=bolt_app.web_client(settings))
     web_app = bolt_app.build(services).web_app(path=ids.EVENTS_PATH, port=settings.port)
     # Before Bolt: a malformed signed body gets 400, not Bolt's 500 (see bot/intake.py).
@@ -101,6 +102,20 @@ async def _schema(db: Database) -> None:
         await migrate.require_head(db)
     except errors.SchemaOutdated as exc:
         raise NotReady(str(exc)) from exc
+
+
+def _warn_if_cards_go_to_the_wrong_person(rt: Runtime) -> None:
+    """Without an approvals channel a card is a DM to the requester, who may not be allowed
+    to approve it: say so at start, not when the first card waits for nobody."""
+    if rt.approvals_channel is not None:
+        return
+    others = [t.name for t in rt.app.tools
+              if t.approvers.listed("") or t.approvers.policy() is not None]
+    if others:
+        log.warning("tools %s are approved by people other than the requester, but "
+                    "SIGNOFF_APPROVALS_CHANNEL is unset: their cards go to the requester's DM; "
+                    "set it to a channel the approvers are in", ", ".join(sorted(others)),
+                    extra={"action": "approvals_channel_missing", "tools": sorted(others)})
 
 
 def _load_app(ref: str) -> App:

@@ -169,7 +169,8 @@ async def suspend(
         run_id=w.run.id, token=token, requester=w.run.user_id, question=w.run.question,
         tool=tool.name, dangerous=tool.dangerous, preview=preview.data(),
         budget=notify.budget_data(w.run), expires_at=(now + w.rt.suspension_ttl).timestamp(),
-        approvers=tool.approvers.listed(w.run.user_id), channel=w.channel, diff=changes,
+        approvers=tool.approvers.listed(w.run.user_id),
+        approvers_policy=tool.approvers.policy(), channel=w.channel, diff=changes,
         replaces_token=previous.token if previous is not None and changes is not None else None,
     ).model_dump(mode="json")
     outbox.insert(0, (OutboxKind.approval_card.value, card))
@@ -305,10 +306,8 @@ async def fail(
     events: Sequence[tuple[str, dict[str, Any]]] = (),
 ) -> Run:
     """running -> failed(reason), naming (and closing as ``unknown``) the calls in ``unknown``."""
-    fx = failure_effects(w.run, reason, detail, unknown, channel=w.channel, events=events)
-    w.run = await runs.fail(w.rt.db, w.run.id, w.epoch, reason, now=w.rt.now(), fx=fx,
-                            elapsed_ms=w.elapsed_ms())
-    return w.run
+    return await w.fail_with(reason, failure_effects(w.run, reason, detail, unknown,
+                                                     channel=w.channel, events=events))
 
 
 async def _replay_result(w: Worker, call: ToolCall, entry: LedgerEntry) -> Run | None:

@@ -51,7 +51,7 @@ async def _may_decide(
     # A tool gone since the card was posted has no policy to widen who may decide.
     policy = tool.approvers if tool is not None else REQUESTER
     if not policy.allows(actor, run.user_id):
-        return NotAnApprover(actor, run.user_id, policy.listed(run.user_id))
+        return NotAnApprover(actor, run.user_id, policy.listed(run.user_id), policy.policy())
     return approval, run
 
 

@@ -9,7 +9,7 @@ epoch: if another process takes the run over, this one stops at its next write.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from resume import budget, calls, compat, faults, routes
@@ -123,8 +123,6 @@ async def _steps(w: Worker, route: Routed | None) -> Run:
         reply = await _model_step(w, route)
         if isinstance(reply, Run):
             return reply
-        if route is not None and route.new_event is not None:
-            route = replace(route, new_event=None)
         if not reply.tool_calls:
             return await _conclude(w, route, reply.content or "")
 
@@ -143,13 +141,8 @@ async def _model_step(w: Worker, route: Routed | None) -> Message | Run:
         ("step", {"step": w.run.step + 1, "tool_calls": [c.name for c in reply.message.tool_calls],
                   "cost_usd": reply.usage.cost_usd})
     ]
-    extra: dict[str, Any] = {}
-    if route is not None and route.new_event is not None:
-        # The route is recorded with the first step that uses it, in the same transaction.
-        events.insert(0, (routes.ROUTE_EVENT, route.new_event))
-        extra["route"] = route.route
     await w.record(Effects(messages=[reply.message.model_dump(mode="json")], events=events),
-                   steps=1, spend_usd=reply.usage.cost_usd, extra=extra)
+                   steps=1, spend_usd=reply.usage.cost_usd)
     return reply.message
 
 

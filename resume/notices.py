@@ -62,7 +62,8 @@ class ApprovalCard(_Frozen):
     preview: PreviewData
     budget: BudgetData
     expires_at: float  #: epoch seconds
-    approvers: list[str] | None = None  #: None: the requester approves
+    approvers: list[str] | None = None  #: None: the requester approves, or ``approvers_policy``
+    approvers_policy: str | None = None  #: who may approve, in words (a predicate policy)
     channel: str | None = None  #: None: DM the requester
     diff: list[FieldChange] | None = None  #: set when details changed while waiting
     replaces_token: str | None = None  #: the card this one supersedes (post in its thread)

@@ -21,7 +21,8 @@ class UnknownOrExpired:
 class NotAnApprover:
     actor: str
     requester: str
-    approvers: list[str] | None  #: None: only the requester
+    approvers: list[str] | None  #: None: only the requester, or ``policy``
+    policy: str | None = None  #: who may decide, in words (a predicate policy)
 
 
 @dataclass(frozen=True)

@@ -70,9 +70,6 @@ class Routed:
 
     route: str
     branch: Branch
-    #: Always None now that the route is recorded with the run at start; the loop
-    #: still records an event given here.
-    new_event: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)

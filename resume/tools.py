@@ -109,6 +109,9 @@ class Approvers:
 
     users: tuple[str, ...] = ()
     predicate: Callable[[str, str], bool] | None = None  #: (actor, requester) -> allowed
+    #: How people are told who may decide under ``predicate`` ("someone in finance
+    #: other than the requester"): a predicate has no list of names to show.
+    description: str = ""
 
     def allows(self, actor: str, requester: str) -> bool:
         if self.predicate is not None:
@@ -118,8 +121,14 @@ class Approvers:
         return actor == requester
 
     def listed(self, requester: str) -> list[str] | None:
-        """Named approvers for the card; None when it is the requester."""
-        return list(self.users) if self.users else None
+        """Named approvers for the card; None when it is the requester or a predicate."""
+        return list(self.users) if self.users and self.predicate is None else None
+
+    def policy(self) -> str | None:
+        """Who may decide, in words, for a predicate; None when names say it."""
+        if self.predicate is None:
+            return None
+        return self.description or "someone the approval policy allows"
 
 
 REQUESTER = Approvers()

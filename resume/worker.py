@@ -122,6 +122,10 @@ class Worker:
                                detail=detail, missing=missing, evidence=evidence)
         fx = Effects(events=[("failed", {"reason": reason, "detail": detail,
                                          "missing": missing or []})], outbox=[notice])
+        return await self.fail_with(reason, fx)
+
+    async def fail_with(self, reason: str, fx: Effects) -> Run:
+        """running -> failed(reason), writing ``fx`` (its event and notice) with it."""
         self.run = await runs.fail(self.rt.db, self.run.id, self.epoch, reason,
                                    now=self.rt.now(), fx=fx, elapsed_ms=self.elapsed_ms())
         return self.run

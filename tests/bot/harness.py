@@ -152,9 +152,10 @@ def has_buttons(message: fake_slack.Message) -> bool:
 
 
 def settings_for(url: str, fake: FakeSlack, **overrides: Any) -> config.Settings:
+    defaults: dict[str, Any] = {"SIGNOFF_APPROVALS_CHANNEL": APPROVALS}
     return config.load_settings(
         SLACK_BOT_TOKEN=TOKEN, SLACK_SIGNING_SECRET=SECRET, SLACK_API_URL=fake.api_url,
-        DATABASE_URL=url, SIGNOFF_APPROVALS_CHANNEL=APPROVALS, **overrides,
+        DATABASE_URL=url, **{**defaults, **overrides},
     )
 
 

@@ -80,3 +80,23 @@ async def test_approve__two_approvers_at_once_execute_once_and_the_loser_is_told
     assert f"Approved by <@{winner}>" in json.dumps(after.blocks)
     assert len([m for m in world.fake.messages() if "Approved by" in json.dumps(m.blocks)]) == 1
     assert (await runs.get(world.db, run.id)).state is RunState.answered
+
+
+async def test_serve__warns_at_start_when_other_approvers_would_get_no_card(
+    database_url: str, caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="bot.server"):
+        async with bot_world(database_url, build_app=two_approvers,
+                             SIGNOFF_APPROVALS_CHANNEL=""):  # cards: DMs
+            pass
+    [warning] = [r for r in caplog.records
+                 if getattr(r, "action", None) == "approvals_channel_missing"]
+    assert "send_quote" in warning.getMessage()
+    assert "SIGNOFF_APPROVALS_CHANNEL" in warning.getMessage()
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="bot.server"):
+        async with bot_world(database_url, build_app=two_approvers):  # a channel is set
+            pass
+    assert not [r for r in caplog.records
+                if getattr(r, "action", None) == "approvals_channel_missing"]

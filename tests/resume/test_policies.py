@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot import replies
+from bot import cards, replies
 from resume import confirmation, outcomes, starting
 from resume.app import App
 from resume.confirmation import Decision
 from resume.messages import Message, ToolCall
+from resume.notices import ApprovalCard
 from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
@@ -60,7 +61,8 @@ def _app(turns: Sequence[Turn], executed: list[tuple[str, int]]) -> App:
 
     return App(name="policies", scope=scope, model=ScriptedModel.turns(turns), tools=[
         tool("refund", confirm=True, approvers=Approvers(users=MANAGERS)),
-        tool("wire", confirm=True, approvers=Approvers(predicate=four_eyes)),
+        tool("wire", confirm=True, approvers=Approvers(
+            predicate=four_eyes, description="someone in finance other than the requester")),
         tool("pay", confirm=lambda args, scope: args.amount > 100),
     ])
 
@@ -142,10 +144,7 @@ async def test_approvers__a_predicate_decides_who_may_approve(db: Database) -> N
     assert decision.data["by"] == "UFIN2"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "NotAnApprover.approvers is None for a predicate policy, which means 'only the "
-    "requester'; the requester refused by a four-eyes predicate is told only they can decide"))
-async def test_approvers__a_refused_requester_is_not_told_only_they_may_decide(
+async def test_approvers__a_predicate_policy_is_described_not_mistaken_for_the_requester(
     db: Database,
 ) -> None:
     rt, run, _ = await _started(db, [_calls(("wire", 900)), "wired 900"], requester="UFIN1")
@@ -154,7 +153,13 @@ async def test_approvers__a_refused_requester_is_not_told_only_they_may_decide(
 
     assert isinstance(refused, outcomes.NotAnApprover)
     said = replies.refusal(refused)
-    assert "only <@UFIN1> can" not in said, said
+    assert "only <@UFIN1> can" not in said
+    assert "only someone in finance other than the requester can" in said
+    [card] = [r.payload for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
+    assert card["approvers"] is None
+    assert card["approvers_policy"] == "someone in finance other than the requester"
+    rendered = json.dumps(cards.approval_card(ApprovalCard.model_validate(card)))
+    assert "Approvers: someone in finance other than the requester" in rendered
 
 
 async def test_confirm__a_predicate_asks_for_some_calls_and_runs_the_others_at_once(
