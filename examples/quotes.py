@@ -128,6 +128,8 @@ def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None)
     ]
     return App(name="quotes", tools=tools, scope=q.scope, model=model or scripted_model(),
                system_prompt="You draft and send sales quotes. Send only drafted quotes.",
+               # A quote that was not sent is not a finished request, whatever the agent says.
+               contract=["send_quote"],
                limits=limits or Limits(max_steps=8, max_spend_usd=0.5, max_tool_calls=8))
 
 

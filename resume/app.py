@@ -33,12 +33,20 @@ class App:
     system_prompt: str = "You are a careful assistant. Use the tools; ask before acting."
     limits: Limits = field(default_factory=Limits)
     router: Router | None = None
+    #: For an app without a router: the tools that must have succeeded for a run to
+    #: count as answered (a router's branches carry their own). A run that ends
+    #: without them failed (``incomplete``), however well its last message reads.
+    contract: Sequence[str] = ()
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tools]
         if len(names) != len(set(names)):
             raise ValueError(f"app {self.name!r} defines a tool name twice: {sorted(names)}")
         self._by_name = {t.name: t for t in self.tools}
+        if self.contract and self.router is not None:
+            raise ValueError(f"app {self.name!r}: with a router, contracts go on its branches")
+        if unknown := sorted(set(self.contract) - set(names)):
+            raise ValueError(f"app {self.name!r}: its contract names unknown tools {unknown}")
 
     def tool(self, name: str) -> Tool[Any] | None:
         return self._by_name.get(name)

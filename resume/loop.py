@@ -164,11 +164,14 @@ async def _conclude(w: Worker, route: Routed | None, answer: str) -> Run:
         for e in entries
     ]
     succeeded = {e.tool for e in entries if e.status is LedgerStatus.succeeded}
-    missing = [t for t in (route.branch.contract if route else []) if t not in succeeded]
+    required = route.branch.contract if route else w.rt.app.contract
+    missing = [t for t in required if t not in succeeded]
     if missing:
+        said = " ".join(answer.split())[:300]
         return await w.fail(
             "incomplete", missing=missing, evidence=evidence,
-            detail=f"the run answered without {', '.join(missing)} having succeeded",
+            detail=f"the run ended without {', '.join(missing)} having succeeded"
+                   + (f"; the agent said: {said}" if said else ""),
         )
     return await w.finish(answer, evidence)
 

@@ -75,11 +75,11 @@ def _failed(notice: RunNotice) -> _Rendered:
     if notice.missing:
         never = ", ".join(mrkdwn.code(tool) for tool in notice.missing)
         text += "\n" + mrkdwn.clip(f"*Never ran:* {never}", DETAIL_MAX)
-    return f"Run {_plain_run(notice)} failed: {_plain_reason(notice, 'unknown')}", [
-        text,
-        _detail(notice),
-        _todo(why.todo, notice),
-    ]
+    paragraphs = [text, _detail(notice)]
+    if lines := evidence_lines(notice.evidence):  # what did happen, next to what did not
+        paragraphs += _chunks("*Evidence* — the tools that ran, in order:", lines)
+    paragraphs.append(_todo(why.todo, notice))
+    return f"Run {_plain_run(notice)} failed: {_plain_reason(notice, 'unknown')}", paragraphs
 
 
 def _halted(notice: RunNotice) -> _Rendered:

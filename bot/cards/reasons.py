@@ -23,7 +23,7 @@ _ASK_AGAIN = "Ask again with `/signoff ask` when you are ready"
 
 FAILURES: dict[str, Explanation] = {
     "incomplete": Explanation(
-        "The run gave an answer without doing everything its route requires.",
+        "The run gave an answer without doing everything its route or app requires.",
         f"{_SHOW}, then ask again.",
     ),
     "outcome_unknown": Explanation(

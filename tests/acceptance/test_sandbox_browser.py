@@ -327,10 +327,14 @@ def test_sandbox__credit_hold_blocks_the_send(browser: Any, quotes_sandbox: Sand
     expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("0")
     expect(page.locator("[data-testid=quotes-sent-total]")).to_have_text("0")
     assert quotes_sandbox.quotes_sent() == 0
+    # No quote went out, so the run failed, whatever the agent's last word: the thread
+    # says what never ran, what the agent said, and what did run.
     answer = _thread(page, ts)
+    expect(answer).to_contain_text("failed")
+    expect(answer).not_to_contain_text("answered")
+    expect(answer).to_contain_text("Never ran: send_quote")
     expect(answer).to_contain_text("I did not finish: Henderson is on credit hold")
     expect(answer).to_contain_text("draft_quote")
-    expect(answer).not_to_contain_text("send_quote")  # the evidence lists only tools that ran
     card.scroll_into_view_if_needed()
     _shot(page, "quickstart-credit-hold.png")
 

@@ -97,8 +97,12 @@ async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) 
     convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
     tool_msgs = [m for m in convo if m.role == "tool" and m.name == "send_quote"]
     assert tool_msgs and "credit_hold" in (tool_msgs[-1].content or "")
+    # The agent's last word mentions the hold, but no quote went out: the run failed.
     final = await runs.get(db, run.id)
-    assert final.state is RunState.answered and "credit hold" in (final.answer or "")
+    assert final.state is RunState.failed and final.halt_reason == "incomplete"
+    [notice] = [r.payload for r in await outbox.for_run(db, run.id)
+                if r.payload.get("event") == "failed"]
+    assert notice["missing"] == ["send_quote"] and "credit hold" in notice["detail"]
 
 
 async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> None:
@@ -175,7 +179,7 @@ async def test_quote__vanished_tool_still_only_lets_the_requester_decide(db: Dat
     # A deploy while the card waits drops the pending call's tool from the app.
     app = world.rt.app
     redeployed = Runtime(db=db, app=dataclasses.replace(
-        app, tools=[t for t in app.tools if t.name != "send_quote"]))
+        app, tools=[t for t in app.tools if t.name != "send_quote"], contract=[]))
     assert redeployed.app.tool("send_quote") is None
     token = run.pending_token or ""
 

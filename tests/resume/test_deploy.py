@@ -49,7 +49,8 @@ def _with_new_tool(app: App) -> App:
 
 
 def _without_send(app: App) -> App:
-    return dataclasses.replace(app, tools=[t for t in app.tools if t.name != "send_quote"])
+    return dataclasses.replace(app, tools=[t for t in app.tools if t.name != "send_quote"],
+                               contract=[])
 
 
 async def _suspended_then_deployed(db: Database, change: Any) -> tuple[QuotesWorld, Runtime, str]:
