@@ -136,6 +136,8 @@ def _view_submission(body: dict[str, Any]) -> str | None:
     view = body.get("view")
     if not isinstance(view, dict) or not isinstance(view.get("callback_id"), str):
         return "no view callback_id"
+    if not isinstance(view.get("type"), str):  # Bolt's matchers index view["type"]
+        return "no view type"
     if not isinstance(view.get("private_metadata", ""), str):
         return "private_metadata is not text"
     state = view.get("state", {})

@@ -326,6 +326,16 @@ def test_view_submission__hostile_payloads_never_500_and_change_nothing(
         _hostile(view_submissions, target)
 
 
+def test_view_submission__without_a_view_type_is_refused_not_a_500(database_url: str) -> None:
+    """Found by the search above: Bolt's matchers index ``view["type"]`` unguarded."""
+    payload = {"type": "view_submission", "user": {"id": "U0OTHER"},
+               "view": {"callback_id": ids.DECLINE_REASON_CALLBACK}}
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    with _target(database_url) as target:
+        assert target.send(body, _headers("good", body)) == 400
+        target.unchanged()
+
+
 def test_slash_command__hostile_payloads_never_500_and_change_nothing(database_url: str) -> None:
     with _target(database_url) as target:
         _hostile(slash_commands, target)
