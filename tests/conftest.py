@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
+import hypothesis
 import pytest
 from sqlalchemy.engine import make_url
 
@@ -23,6 +24,12 @@ from store import engine as store_engine
 from store import migrate, schema
 from store.engine import Database
 from tests.tcp_proxy import Proxy, proxied
+
+# In CI Hypothesis derives its examples from each test's name instead of at random: a CI run
+# is reproducible, and what it finds fails every time. Locally every run searches anew.
+hypothesis.settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis.settings.load_profile("ci")
 
 DEFAULT_PG_ADMIN_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
 
