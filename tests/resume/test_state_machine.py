@@ -16,15 +16,21 @@ After every step, for every run the machine started:
   reconciled or recorded ``unknown``), and a run failed ``recovery_exhausted`` names
   every call it left unknown, tool and arguments, in its failure notice.
 
-The test also checks that the machine got somewhere: budget halts and
-``recovery_exhausted`` were both reached on the way.
+The test also checks that the machine gets somewhere: a fixed walk through its own
+rules, invariants checked after every step, reaches a budget halt and
+``recovery_exhausted``. It is asserted on that walk, not on the random examples:
+25 of them now and then (about one test run in twenty) miss ``recovery_exhausted``.
 
 A "crash" is a claim whose drive never ran (the process died right after
 the click); time moves by assignment to the runtime's clock and by writing
 heartbeats into the past, never by sleeping. Hypothesis machines are
 synchronous, so each machine drives the async code through its own event
-loop (``asyncio.Runner``); the database is shared by the examples of one
-test and each machine checks only the runs it started.
+loop (``asyncio.Runner``). Each example starts on an emptied database: the
+sweeps (expiry, recovery) act on every run they find, so runs an earlier example
+left suspended or orphaned would be expired, taken over or crashed on by this
+one. Its steps would then depend on the examples before it: a failure would not
+replay (hypothesis reports it ``Flaky``) and each example would cost more than
+the one before, pushing the test towards pytest's timeout.
 """
 
 from __future__ import annotations
@@ -54,7 +60,7 @@ from resume.budget import Limits
 from resume.messages import Message, ToolSpec
 from resume.runtime import Runtime
 from resume.scripted import ScriptedModel, Turn
-from store import approvals, engine, events, ledger, outbox, runs
+from store import approvals, engine, events, ledger, outbox, runs, schema
 from store.records import Run
 from store.states import LedgerStatus, RunState
 from tests.quotes_harness import ASK, quotes_world
@@ -129,6 +135,7 @@ class QuotesRuns(RuleBasedStateMachine):
         self.db = engine.connect(self.url)
         self.clock = Clock(T0)
         world = self.loop.run(quotes_world(self.db, clock=self.clock))
+        self.loop.run(_empty(self.db))
         self.rt, self.crm = world.rt, world.crm
         #: A second process: it takes over what the first left behind.
         self.reaper = self._runtime("proc_reaper", self.rt.app)
@@ -354,6 +361,13 @@ class QuotesRuns(RuleBasedStateMachine):
                     f"{run.id}: the notice does not name {e.tool} {e.args}")
 
 
+async def _empty(db: engine.Database) -> None:
+    """Delete what earlier examples left: every row of signoff's tables, every quote."""
+    async with db.write() as conn:
+        for table in (crm_tables.quotes, *reversed(schema.metadata.sorted_tables)):
+            await conn.execute(table.delete())
+
+
 def machine_for(url: str) -> type[QuotesRuns]:
     return type("QuotesRunsOn", (QuotesRuns,), {"url": url, "reached": set()})
 
@@ -368,9 +382,27 @@ async def _sends_by_key(db: engine.Database, keys: list[str]) -> dict[str, int]:
         return {key: int(n) for key, n in (await conn.execute(stmt)).all()}
 
 
+def _walk_to_the_ends(machine: type[QuotesRuns]) -> None:
+    """A budget halt, continued; a run crashed in every recovery until it is failed."""
+    m = machine()
+    try:
+        m.every_run_holds()
+        halted = m.start_on_a_tight_budget(limits=Limits(max_steps=1))
+        m.every_run_holds()
+        m.continue_(run_id=halted)
+        m.every_run_holds()
+        doomed = m.start()
+        m.every_run_holds()
+        m.crash_in_every_recovery(run_id=doomed, where="send")
+        m.every_run_holds()
+    finally:
+        m.teardown()
+
+
 def test_quotes_runs__invariants_hold_under_any_sequence(database_url: str) -> None:
     machine = machine_for(database_url)
 
-    run_state_machine_as_test(machine, settings=MACHINE)
-
+    _walk_to_the_ends(machine)
     assert {"budget", recovery.EXHAUSTED_REASON} <= machine.reached, machine.reached
+
+    run_state_machine_as_test(machine, settings=MACHINE)
