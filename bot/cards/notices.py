@@ -30,8 +30,23 @@ _Rendered = tuple[str, list[str]]
 
 
 def run_notice(notice: RunNotice) -> message.Message:
-    """The message telling the requester how their run ended (or paused, or continued)."""
-    summary, paragraphs = _RENDERERS[notice.event](notice)
+    """The message telling the requester how their run ended (or paused, or continued).
+
+    Past Slack's size budget, fewer evidence lines are shown (the rest counted):
+    the full trace is one command away, a notice that cannot be sent is nowhere.
+    """
+    most = EVIDENCE_MAX
+    while True:
+        try:
+            return _render(notice, most)
+        except message.CardTooLarge:
+            if most == 0 or not notice.evidence:
+                raise
+            most = min(most, len(notice.evidence)) // 2
+
+
+def _render(notice: RunNotice, most: int) -> message.Message:
+    summary, paragraphs = _RENDERERS[notice.event](notice, most)
     blocks: list[Block] = [
         message.section(text, block=message.block_id(notice.run_id, f"notice.{notice.event}.{i}"))
         for i, text in enumerate(paragraphs)
@@ -44,45 +59,45 @@ def run_notice(notice: RunNotice) -> message.Message:
     return message.finish(summary, blocks)
 
 
-def evidence_lines(items: list[EvidenceItem]) -> list[str]:
+def evidence_lines(items: list[EvidenceItem], most: int = EVIDENCE_MAX) -> list[str]:
     """`1. `complete_checkout` — order_id: O-1`: each tool that ran, in order, with key fields."""
     lines = []
-    for number, item in enumerate(items[:EVIDENCE_MAX], start=1):
+    for number, item in enumerate(items[:most], start=1):
         line = f"{number}. {mrkdwn.code(item.tool)}"
         if item.status != "succeeded":
             line += f" _({mrkdwn.escape(mrkdwn.one_line(item.status))})_"
         if item.fields:
             line += " — " + ", ".join(f"{_key(k)}: {_value(v)}" for k, v in item.fields.items())
         lines.append(mrkdwn.clip(line, EVIDENCE_LINE_MAX))
-    if (rest := len(items) - EVIDENCE_MAX) > 0:
+    if (rest := len(items) - most) > 0:
         lines.append(f"… and {rest} more")
     return lines
 
 
-def _answered(notice: RunNotice) -> _Rendered:
+def _answered(notice: RunNotice, most: int) -> _Rendered:
     answer = mrkdwn.clip(mrkdwn.escape(notice.answer or "").strip(), ANSWER_MAX)
     lead = f":white_check_mark: {_who(notice)}run {_run(notice)} answered:"
     paragraphs = [f"{lead}\n{answer or '_(no answer text)_'}", _detail(notice)]
-    lines = evidence_lines(notice.evidence)
+    lines = evidence_lines(notice.evidence, most)
     if lines:
         paragraphs += _chunks("*Evidence* — the tools that ran, in order:", lines)
     return f"Run {_plain_run(notice)} answered", paragraphs
 
 
-def _failed(notice: RunNotice) -> _Rendered:
+def _failed(notice: RunNotice, most: int) -> _Rendered:
     why = reasons.failure(notice.reason)
     text = f":x: {_who(notice)}run {_run(notice)} failed{_code_suffix(notice)}\n{why.what}"
     if notice.missing:
         never = ", ".join(mrkdwn.code(tool) for tool in notice.missing)
         text += "\n" + mrkdwn.clip(f"*Never ran:* {never}", DETAIL_MAX)
     paragraphs = [text, _detail(notice)]
-    if lines := evidence_lines(notice.evidence):  # what did happen, next to what did not
+    if lines := evidence_lines(notice.evidence, most):  # what did happen, next to what did not
         paragraphs += _chunks("*Evidence* — the tools that ran, in order:", lines)
     paragraphs.append(_todo(why.todo, notice))
     return f"Run {_plain_run(notice)} failed: {_plain_reason(notice, 'unknown')}", paragraphs
 
 
-def _halted(notice: RunNotice) -> _Rendered:
+def _halted(notice: RunNotice, most: int) -> _Rendered:
     why = reasons.halt(notice.reason)
     text = f":double_vertical_bar: {_who(notice)}run {_run(notice)} paused{_code_suffix(notice)}"
     return f"Run {_plain_run(notice)} paused: {_plain_reason(notice, 'halted')}", [
@@ -92,7 +107,7 @@ def _halted(notice: RunNotice) -> _Rendered:
     ]
 
 
-def _expired(notice: RunNotice) -> _Rendered:
+def _expired(notice: RunNotice, most: int) -> _Rendered:
     text = (
         f":hourglass: {_who(notice)}nobody answered the approval request for run "
         f"{_run(notice)} in time, so it expired."
@@ -105,7 +120,7 @@ def _expired(notice: RunNotice) -> _Rendered:
     ]
 
 
-def _continued(notice: RunNotice) -> _Rendered:
+def _continued(notice: RunNotice, most: int) -> _Rendered:
     text = f":arrow_forward: {_who(notice)}run {_run(notice)} continues."
     if notice.grant:
         granted = " · ".join(grant_item(key, value) for key, value in notice.grant.items())
@@ -113,12 +128,12 @@ def _continued(notice: RunNotice) -> _Rendered:
     return f"Run {_plain_run(notice)} continued", [text, _detail(notice)]
 
 
-def _cancelled(notice: RunNotice) -> _Rendered:
+def _cancelled(notice: RunNotice, most: int) -> _Rendered:
     text = f":no_entry_sign: {_who(notice)}run {_run(notice)} was cancelled."
     return f"Run {_plain_run(notice)} cancelled", [text, _detail(notice)]
 
 
-_RENDERERS: dict[NoticeEvent, Callable[[RunNotice], _Rendered]] = {
+_RENDERERS: dict[NoticeEvent, Callable[[RunNotice, int], _Rendered]] = {
     "answered": _answered,
     "failed": _failed,
     "halted": _halted,
