@@ -145,7 +145,7 @@ class CRM:
                     key: str) -> dict[str, Any]:
         """Draft a quote; drafting again with the same ``key`` returns the first draft."""
         p = price(sku, quantity, tier)
-        row = {"id": f"Q-{secrets.token_hex(3).upper()}", "account": account, "sku": sku,
+        row = {"id": f"Q-{secrets.token_hex(5).upper()}", "account": account, "sku": sku,
                "quantity": quantity, "unit_price": p.unit_price, "discount_pct": p.discount_pct,
                "total": p.total, "status": "draft", "draft_key": key}
         try:
