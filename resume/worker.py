@@ -26,7 +26,7 @@ from store import codec, errors, outage, runs
 from store import ledger as ledger_rows
 from store.effects import Effects, LedgerCompletion
 from store.records import Run
-from store.states import LedgerStatus
+from store.states import LedgerStatus, RunState
 
 log = logging.getLogger(__name__)
 
@@ -71,13 +71,17 @@ class Worker:
         connection), so the result is never written twice. Past half the orphan
         window a reaper may take the run over: give way to it; it reconciles.
         """
-        elapsed = self.elapsed_ms()
+        elapsed, epoch = self.elapsed_ms(), self.epoch
 
         async def write(attempt: int) -> Run:
             entry = await ledger_rows.get(self.rt.db, self.run.id, call_id) if attempt else None
             if entry is not None and entry.status is not LedgerStatus.started:
-                return await runs.get(self.rt.db, self.run.id)
-            return await runs.record_step(self.rt.db, self.run.id, self.epoch,
+                landed = await runs.get(self.rt.db, self.run.id)
+                if landed.state is not RunState.running or landed.lease_epoch != epoch:
+                    # Settled by a process that took the run over, not by us: stand down.
+                    raise errors.LeaseLost(self.run.id, epoch)
+                return landed
+            return await runs.record_step(self.rt.db, self.run.id, epoch,
                                           now=self.rt.now(), fx=fx, elapsed_ms=elapsed,
                                           **counters)
 

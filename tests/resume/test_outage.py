@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from sqlalchemy import Column, MetaData, String, Table, func, insert, select
+from sqlalchemy import Column, MetaData, String, Table, func, insert, select, update
 
 from resume import recovery, starting
 from resume.app import App
@@ -23,7 +23,7 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Tool, ToolContext
-from store import errors, ledger, messages, runs
+from store import errors, ledger, messages, runs, schema
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests.tcp_proxy import Proxy
@@ -137,3 +137,36 @@ async def test_outage__a_tool_cut_off_mid_write_is_reconciled_not_reported_as_fa
     assert await _bookings(direct) == 1
     assert [(e.tool, e.status) for e in await ledger.for_run(direct, run.id)] == [
         ("book", LedgerStatus.succeeded)]
+
+
+async def test_outage__a_result_settled_by_a_taker_during_the_outage_is_not_adopted(
+    outage: tuple[Proxy, Database, Database],
+) -> None:
+    """While this process could not write, another took the run over and settled the call:
+    the held result must not be written, and this process must not carry on as the taker."""
+    proxy, through, direct = outage
+    calls: list[str] = []
+
+    async def book(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
+        calls.append(ctx.idempotency_key)
+        await _write_booking(through, ctx.idempotency_key, args.item)
+        proxy.cut()
+        # What a reaper elsewhere leaves behind: a new lease, the call reconciled as done.
+        async with direct.write() as conn:
+            await conn.execute(update(schema.runs).where(schema.runs.c.id == ctx.run_id)
+                               .values(lease_epoch=schema.runs.c.lease_epoch + 1,
+                                       owner_id="proc_taker"))
+            await conn.execute(update(schema.tool_calls)
+                               .where(schema.tool_calls.c.run_id == ctx.run_id)
+                               .values(status=LedgerStatus.succeeded.value, result="{}"))
+        asyncio.get_running_loop().call_later(1.0, proxy.restore)
+        return {"booked": args.item}
+
+    rt = Runtime(db=through, app=_booking_app(book), owner_id="proc_zombie")
+    run = await starting.start(rt, "U_REP", "book a room")
+
+    assert proxy.refused > 0
+    assert run.state is RunState.running and run.owner_id == "proc_taker"
+    stored = await messages.load(direct, run.id)
+    assert not [m for m in stored if m["role"] == "tool"]  # the zombie wrote nothing
+    assert (await runs.get(direct, run.id)).step == run.step
