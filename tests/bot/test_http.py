@@ -200,46 +200,50 @@ async def test_approve__credit_hold_blocks_the_send_and_the_card_says_so(
     assert await world.crm.sent_count() == 0
 
 
-class SlowModel:
-    """The quotes agent, with ``slow`` next calls taking ``SLOW_SECONDS`` each."""
-
-    SLOW_SECONDS = 3.5
+class HeldModel:
+    """The quotes agent, whose next ``held`` calls wait until the test releases them."""
 
     def __init__(self) -> None:
         self.inner = quotes.scripted_model()
-        self.slow = 0
+        self.held = 0
+        self.waiting = asyncio.Event()
+        self.release = asyncio.Event()
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
-        if self.slow > 0:
-            self.slow -= 1
-            await asyncio.sleep(self.SLOW_SECONDS)
+        if self.held > 0:
+            self.held -= 1
+            self.waiting.set()
+            await self.release.wait()
+            self.release.clear()
         return await self.inner.complete(messages, tools)
 
 
-async def _timed_post(world: BotWorld, body: str) -> tuple[int, float]:
-    started = time.monotonic()
-    status, _ = await world.post(body)
-    return status, time.monotonic() - started
+async def _answered_while_held(world: BotWorld, model: HeldModel, body: str) -> int:
+    """POST ``body``; its response must come back while the model call is still held."""
+    model.held, model.waiting = 1, asyncio.Event()
+    # A response that waited for the model would never come: the model waits for us.
+    status, _ = await asyncio.wait_for(world.post(body), timeout=30)
+    await asyncio.wait_for(model.waiting.wait(), timeout=30)  # the slow work did start
+    model.release.set()
+    return status
 
 
 async def test_ack__responses_go_out_before_the_slow_model_and_tool_work(
     tmp_path: Path,
 ) -> None:
-    model = SlowModel()
+    model = HeldModel()
     async with bot_world(f"sqlite+aiosqlite:///{tmp_path / 'slow.db'}", model=model) as world:
-        model.slow = 1
         response_url = world.fake.response_url(COMMAND_CHANNEL, user=REP)
-        status, took = await _timed_post(world, signing.slash_command_body(
-            REP, f"ask {ASK}", COMMAND_CHANNEL, response_url, signing.new_trigger_id()))
-        assert status == 200 and took < 2.0
+        assert await _answered_while_held(world, model, signing.slash_command_body(
+            REP, f"ask {ASK}", COMMAND_CHANNEL, response_url, signing.new_trigger_id())) == 200
         await world.settle()
         [run] = await runs.list_runs(world.db, limit=1)
         assert run.state is RunState.suspended
         await world.deliver()
-        model.slow = 1  # the model step after the approved send
-        status, took = await _timed_post(
-            world, world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or ""))
-        assert status == 200 and took < 2.0
+        # The model step after the approved send is held this time.
+        assert await _answered_while_held(
+            world, model, world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or "")
+        ) == 200
         await world.settle()
         assert (await runs.get(world.db, run.id)).state is RunState.answered
         assert await world.crm.sent_count() == 1
