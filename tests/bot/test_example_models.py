@@ -89,28 +89,19 @@ async def test_from_env__url_and_key_use_the_model_api_with_the_default_name(
     assert body["messages"] == [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize("name", ["small-model", "  small-model  "])
-async def test_from_env__model_name_is_sent_as_given(
-    api: ModelAPI, monkeypatch: pytest.MonkeyPatch, name: str
+@pytest.mark.parametrize(("name", "sent"), [
+    ("small-model", "small-model"), ("  small-model  ", "small-model"),
+    ("", "gpt-4o-mini"), ("   ", "gpt-4o-mini"),  # empty counts as unset: the default
+])
+async def test_from_env__model_name_is_sent_trimmed_or_defaulted(
+    api: ModelAPI, monkeypatch: pytest.MonkeyPatch, name: str, sent: str
 ) -> None:
     monkeypatch.setenv("SIGNOFF_MODEL_URL", api.url)
     monkeypatch.setenv("SIGNOFF_MODEL_API_KEY", KEY)
     monkeypatch.setenv("SIGNOFF_MODEL_NAME", name)
 
     assert await _ask(models.from_env(quotes.scripted_model)) == "hello"
-    assert [body["model"] for _, body in api.requests] == ["small-model"]
-
-
-@pytest.mark.parametrize("name", ["", "   "])
-async def test_from_env__empty_model_name_is_the_default(
-    api: ModelAPI, monkeypatch: pytest.MonkeyPatch, name: str
-) -> None:
-    monkeypatch.setenv("SIGNOFF_MODEL_URL", api.url)
-    monkeypatch.setenv("SIGNOFF_MODEL_API_KEY", KEY)
-    monkeypatch.setenv("SIGNOFF_MODEL_NAME", name)
-
-    assert await _ask(models.from_env(quotes.scripted_model)) == "hello"
-    assert [body["model"] for _, body in api.requests] == ["gpt-4o-mini"]
+    assert [body["model"] for _, body in api.requests] == [sent]
 
 
 @pytest.mark.parametrize(

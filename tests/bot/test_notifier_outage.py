@@ -21,6 +21,7 @@ from bot.sandbox import fake_slack
 from resume import starting
 from store import errors, outbox
 from store.engine import Database
+from store.records import Run
 from store.states import OutboxState
 from tests.quotes_harness import ASK, quotes_world
 from tests.tcp_proxy import Proxy
@@ -50,13 +51,20 @@ def _cut_before(proxy: Proxy, db: Database, marker: str, *, for_seconds: float) 
     return fired
 
 
+async def _card_waiting(
+    db: Database, fake: fake_slack.FakeSlack
+) -> tuple[Run, AsyncWebClient]:
+    """A quote run suspended with its card in the outbox; a client for the stand-in Slack."""
+    world = await quotes_world(db, approvals_channel=APPROVALS)
+    run = await starting.start(world.rt, "U0REP", ASK)
+    return run, AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
+
+
 async def test_notifier__a_sent_card_is_marked_sent_through_an_outage_not_posted_again(
     pg_outage: tuple[Proxy, Database, Database], fake: fake_slack.FakeSlack,
 ) -> None:
     proxy, through, direct = pg_outage
-    world = await quotes_world(through, approvals_channel=APPROVALS)
-    run = await starting.start(world.rt, "U0REP", ASK)
-    client = AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
+    run, client = await _card_waiting(through, fake)
     # Slack has the card (and the card ref is recorded); then the database goes.
     fired = _cut_before(proxy, through, "SET state=", for_seconds=1.0)
     now = datetime.now(UTC) + timedelta(seconds=1)
@@ -76,9 +84,7 @@ async def test_notifier__a_row_cut_off_before_posting_is_handed_back_not_left_le
     pg_outage: tuple[Proxy, Database, Database], fake: fake_slack.FakeSlack,
 ) -> None:
     proxy, through, direct = pg_outage
-    world = await quotes_world(through, approvals_channel=APPROVALS)
-    run = await starting.start(world.rt, "U0REP", ASK)
-    client = AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
+    run, client = await _card_waiting(through, fake)
     # The row is leased; reading the approval record (before any post) meets the outage.
     fired = _cut_before(proxy, through, "FROM approvals", for_seconds=0.5)
     now = datetime.now(UTC) + timedelta(seconds=1)
