@@ -20,8 +20,7 @@ import sys
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from bot import app as bolt_app
-from bot import config, ids, intake, scheduler
+from bot import bolt_app, config, ids, intake, scheduler
 from bot.services import Services
 from resume import app as resume_app
 from resume.app import App

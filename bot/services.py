@@ -1,4 +1,8 @@
-"""What the listeners, the notifier and the scheduler share: one object per process.
+"""What the listeners, the outbox relay and the scheduler share: one object per process.
+
+Listeners find it in Bolt's context: ``bot.bolt_app`` installs
+:meth:`Services.into_context` as a global middleware, and a listener callback
+(a module-level function taking ``context``) calls ``Services.of(context)``.
 
 Bolt keeps no reference to the tasks it spawns, and neither does
 ``asyncio.ensure_future``: a task nobody holds may be garbage-collected
@@ -19,11 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
@@ -31,12 +37,14 @@ from resume.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-#: Installed by the notifier: deliver due outbox rows soon (must not block).
+#: Installed by the outbox relay: deliver due outbox rows soon (must not block).
 Kicker = Callable[[], None]
+#: Where :meth:`Services.into_context` puts the services in a request's Bolt context.
+CONTEXT_KEY: Final = "services"
 
 
 def _no_kick() -> None:
-    """Until the notifier installs its hook, the scheduled outbox job delivers."""
+    """Until the outbox relay installs its hook, the scheduled outbox job delivers."""
 
 
 @dataclass
@@ -46,13 +54,30 @@ class Services:
     client: AsyncWebClient
     #: Background work started after an ack, and listeners in flight: held until done.
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    #: The notifier's "deliver the outbox now" hook (see :meth:`kick`).
+    #: The outbox relay's "deliver the outbox now" hook (see :meth:`kick`).
     kicker: Kicker = _no_kick
     #: Slots for background work (``SIGNOFF_MAX_CONCURRENT_RUNS``).
     _slots: asyncio.Semaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
+
+    async def into_context(
+        self, context: AsyncBoltContext, next_: Callable[[], Awaitable[BoltResponse]]
+    ) -> BoltResponse:
+        """Bolt global middleware (``app.use(services.into_context)``): every listener's
+        context carries these services under ``CONTEXT_KEY``."""
+        context[CONTEXT_KEY] = self
+        return await next_()
+
+    @staticmethod
+    def of(context: AsyncBoltContext) -> Services:
+        """The services :meth:`into_context` put in ``context``."""
+        found = context.get(CONTEXT_KEY)
+        if not isinstance(found, Services):
+            raise LookupError(f"no services under {CONTEXT_KEY!r} in this Bolt context: "
+                              "build the app with bot.bolt_app.build")
+        return found
 
     def spawn(self, work: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
         """Run ``work`` in the background when a slot is free, holding a reference until it
@@ -116,7 +141,7 @@ class Services:
             self.tasks.discard(task)
 
     def kick(self) -> None:
-        """Ask the notifier to deliver the outbox now rather than at its next interval."""
+        """Ask the outbox relay to deliver now rather than at its next interval."""
         self.kicker()
 
     async def drain(self, timeout: float | None = None) -> None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 
-from bot import ids, replies
+from bot import ids
+from bot.cards import replies
 from bot.services import Services
 from resume import continuation, loop, starting
 from store import errors, runs
@@ -35,23 +36,28 @@ def parse(text: str) -> tuple[str, str]:
     return (word.lower() or "help"), rest.strip()
 
 
-def register(app: AsyncApp, services: Services) -> None:
-    async def on_command(ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond) -> None:
-        async with services.tracked():
-            sub, rest = parse(str(command.get("text") or ""))
-            user = str(command["user_id"])
-            immediate = _without_database(sub, rest)
-            if immediate is not None:
-                await ack(text=immediate, response_type="ephemeral")
-                return
-            await ack()
-            try:
-                text = await _HANDLERS[sub](services, user, rest)
-            except errors.DatabaseUnavailable:
-                text = replies.unavailable()
-            await respond(text=text, response_type="ephemeral", replace_original=False)
-
+def register(app: AsyncApp) -> None:
     app.command(ids.COMMAND)(on_command)
+
+
+async def on_command(
+    ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, context: AsyncBoltContext
+) -> None:
+    """`/signoff <subcommand> ...`: answered in the ack when no database is needed."""
+    services = Services.of(context)
+    async with services.tracked():
+        sub, rest = parse(str(command.get("text") or ""))
+        user = str(command["user_id"])
+        immediate = _without_database(sub, rest)
+        if immediate is not None:
+            await ack(text=immediate, response_type="ephemeral")
+            return
+        await ack()
+        try:
+            text = await _HANDLERS[sub](services, user, rest)
+        except errors.DatabaseUnavailable:
+            text = replies.unavailable()
+        await respond(text=text, response_type="ephemeral", replace_original=False)
 
 
 def _without_database(sub: str, rest: str) -> str | None:

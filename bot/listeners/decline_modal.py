@@ -1,8 +1,8 @@
-"""The decline-reason modal: opened by the Decline button, submitted to decline.
+"""The submitted decline form: decline the request, with the reason given.
 
-The button opens it only for someone who could decide the request then
+The button opens the form only for someone who could decide the request then
 (``confirmation.refusal``); the submission decides through ``confirmation.decide``
-all the same, since the request may be decided or expire while the modal is open.
+all the same, since the request may be decided or expire while the form is open.
 
 The pending token travels in the view's ``private_metadata``. Submission acks
 (closing the modal) before it claims; a refusal is told to the person as an
@@ -14,73 +14,40 @@ from __future__ import annotations
 
 from typing import Any
 
-from slack_bolt.async_app import AsyncAck, AsyncApp
-from slack_sdk.models.blocks import InputBlock, PlainTextInputElement, PlainTextObject
-from slack_sdk.models.views import View
+from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ids, replies
+from bot import ids
+from bot.cards import decline_form, replies
 from bot.listeners import decisions
 from bot.services import Services
 from resume import confirmation, outcomes
 from store import approvals, errors
 
-#: Longest reason accepted; the model and the card both get it whole.
-REASON_MAX = 500
 
-
-def reason_view(token: str) -> dict[str, Any]:
-    """The modal asking for an optional reason (validated by slack_sdk's models)."""
-    view = View(
-        type="modal",
-        callback_id=ids.DECLINE_REASON_CALLBACK,
-        private_metadata=token,
-        title=PlainTextObject(text="Decline request"),
-        submit=PlainTextObject(text="Decline"),
-        close=PlainTextObject(text="Cancel"),
-        blocks=[
-            InputBlock(
-                block_id=ids.DECLINE_REASON_BLOCK,
-                optional=True,
-                label=PlainTextObject(text="Reason (optional)"),
-                hint=PlainTextObject(text="The agent reads this and carries on without the "
-                                          "declined action."),
-                element=PlainTextInputElement(
-                    action_id=ids.DECLINE_REASON_ACTION, multiline=True, max_length=REASON_MAX,
-                    placeholder=PlainTextObject(text="e.g. wrong discount tier"),
-                ),
-            )
-        ],
-    )
-    result: dict[str, Any] = view.to_dict()
-    return result
-
-
-def submitted_reason(view: dict[str, Any]) -> str | None:
-    values = view.get("state", {}).get("values", {})
-    value = values.get(ids.DECLINE_REASON_BLOCK, {}).get(ids.DECLINE_REASON_ACTION, {})
-    text = str(value.get("value") or "").strip()
-    return text[:REASON_MAX] or None
-
-
-def register(app: AsyncApp, services: Services) -> None:
-    async def on_submit(ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient) -> None:
-        async with services.tracked():
-            await ack()
-            view = body["view"]
-            token, user = str(view.get("private_metadata") or ""), str(body["user"]["id"])
-            try:
-                decided = await confirmation.decide(services.rt, token, "decline", user,
-                                                    reason=submitted_reason(view))
-                decisions.settle(services, decided, user)
-                if isinstance(decided, outcomes.Claimed):
-                    return
-                text = replies.refusal(decided)
-            except errors.DatabaseUnavailable:
-                text = replies.unavailable()
-            await _tell(services, client, token, user, text)
-
+def register(app: AsyncApp) -> None:
     app.view_submission(ids.DECLINE_REASON_CALLBACK)(on_submit)
+
+
+async def on_submit(
+    ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
+) -> None:
+    """Decline with the submitted reason, or tell the person why nothing changed."""
+    services = Services.of(context)
+    async with services.tracked():
+        await ack()
+        view = body["view"]
+        token, user = str(view.get("private_metadata") or ""), str(body["user"]["id"])
+        try:
+            decided = await confirmation.decide(services.rt, token, "decline", user,
+                                                reason=decline_form.submitted_reason(view))
+            decisions.settle(services, decided, user)
+            if isinstance(decided, outcomes.Claimed):
+                return
+            text = replies.refusal(decided)
+        except errors.DatabaseUnavailable:
+            text = replies.unavailable()
+        await _tell(services, client, token, user, text)
 
 
 async def _tell(services: Services, client: AsyncWebClient, token: str, user: str,

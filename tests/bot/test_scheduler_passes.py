@@ -1,8 +1,7 @@
 """What the scheduled purge and the reaper's pass at start actually do to the runs.
 
-The scheduler names the purge and the reaper by module and function as text
-(`bot.scheduler._resume_job`), so a typo there costs only a logged job_failed:
-these tests look at the rows, not at the log.
+A scheduled job that fails costs only a logged job_failed and runs again at its
+next interval, so these tests look at the rows, not at the log.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from bot import cards, replies
+from bot import cards
+from bot.cards import replies
 from resume import confirmation, outcomes, starting
 from resume.app import App
 from resume.confirmation import Decision

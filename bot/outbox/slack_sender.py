@@ -2,8 +2,8 @@
 
 Each ``send_*`` function renders a payload from ``resume.notices`` with
 ``bot.cards``, makes the Slack call(s), records where an approval card
-landed, and returns. It does not mark the row: ``bot.notifier`` does that
-(and decides what a failure means). A Slack error propagates as raised by
+landed, and returns. It does not mark the row: ``bot.outbox.attempt`` does
+that (and decides what a failure means). A Slack error propagates as raised by
 the client; ``Wait`` and ``Undeliverable`` are this module's own verdicts.
 """
 
