@@ -5,11 +5,11 @@ One APScheduler ``AsyncIOScheduler`` per process, on the server's event loop:
 ==========  ======================================  ===================================
 job         every                                   does
 ==========  ======================================  ===================================
-expire      SIGNOFF_EXPIRY_INTERVAL_SECONDS          ``resume.expiry.expire_suspended``
-reap        SIGNOFF_REAPER_INTERVAL_SECONDS (+once   ``resume.recovery.recover_orphans``
+expire      SIGNOFF_EXPIRY_INTERVAL_SECONDS          ``resume.expire.expire_suspended``
+reap        SIGNOFF_REAPER_INTERVAL_SECONDS (+once   ``resume.reap.recover_orphans``
             at start)
 outbox      SIGNOFF_OUTBOX_INTERVAL_SECONDS          ``Relay.deliver`` (one pass)
-purge       SIGNOFF_PURGE_INTERVAL_HOURS             ``resume.retention.purge``
+purge       SIGNOFF_PURGE_INTERVAL_HOURS             ``resume.purge.purge``
 ==========  ======================================  ===================================
 
 Every job claims its rows with a guarded UPDATE (or ``SKIP LOCKED``), so any
@@ -39,7 +39,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot.outbox.relay import Relay
 from bot.services import Kicker, Services
-from resume import expiry, recovery, retention
+from resume import expire, purge, reap
 from store import errors
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,10 @@ def start(services: Services, *, relay: Relay | None = None) -> AsyncIOScheduler
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
     )
     jobs: list[tuple[str, Job, float, bool]] = [
-        ("expire", partial(expiry.expire_suspended, rt), settings.expiry_interval_seconds, False),
-        ("reap", partial(recovery.recover_orphans, rt), settings.reaper_interval_seconds, True),
+        ("expire", partial(expire.expire_suspended, rt), settings.expiry_interval_seconds, False),
+        ("reap", partial(reap.recover_orphans, rt), settings.reaper_interval_seconds, True),
         ("outbox", relay.deliver, settings.outbox_interval_seconds, False),
-        ("purge", partial(retention.purge, rt), settings.purge_interval_hours * 3600, False),
+        ("purge", partial(purge.purge, rt), settings.purge_interval_hours * 3600, False),
     ]
     for name, job, seconds, at_start in jobs:
         options: dict[str, Any] = {"next_run_time": datetime.now(UTC)} if at_start else {}

@@ -6,10 +6,11 @@ Listeners find it in Bolt's context: ``bot.bolt_app`` installs
 
 Bolt keeps no reference to the tasks it spawns, and neither does
 ``asyncio.ensure_future``: a task nobody holds may be garbage-collected
-mid-flight. Work started after an ack (``confirmation.proceed``,
-``loop.drive``) goes through :meth:`Services.spawn`, which holds it until it
-ends. None of that work needs to survive a crash here: the run is in the
-store, and the reaper takes over a run whose heartbeat stops.
+mid-flight. The background half of every entry that leaves a run going (ask,
+a click, continue) is its outcome's ``drive``, handed to
+:meth:`Services.carry_on`, which holds it until it ends. None of that work
+needs to survive a crash here: the run is in the store, and the reaper takes
+over a run whose heartbeat stops.
 
 That work is bounded: at most ``SIGNOFF_MAX_CONCURRENT_RUNS`` runs are worked
 on at once, so a burst of clicks does not fill the event loop with resumed
@@ -33,6 +34,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
+from resume.drive import Drive
 from resume.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -79,10 +81,16 @@ class Services:
                               "build the app with bot.bolt_app.build")
         return found
 
-    def spawn(self, work: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-        """Run ``work`` in the background when a slot is free, holding a reference until it
-        ends; kick after. ``work`` is a run this process holds (a drive or a resume)."""
-        task = asyncio.get_running_loop().create_task(self._in_slot(work, name), name=name)
+    def carry_on(self, drive: Drive) -> asyncio.Task[Any]:
+        """Carry the run on in the background, the same way for every entry's ``drive``.
+
+        Kicks the outbox relay first (the entry's own rows, a card update or a
+        continue notice, go out now) and again when the drive ends. The drive
+        waits for a slot; a reference is held until it ends.
+        """
+        self.kick()
+        name = f"drive:{drive.run.id}"
+        task = asyncio.get_running_loop().create_task(self._in_slot(drive.go(), name), name=name)
         self.tasks.add(task)
         task.add_done_callback(self._finished)
         return task

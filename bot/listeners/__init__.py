@@ -6,13 +6,13 @@ As in Slack's bolt-python starter template, each feature module has
 
 from slack_bolt.async_app import AsyncApp
 
-from bot.listeners import approvals, commands, decline_modal
+from bot.listeners import buttons, commands, decline_reason
 
-__all__ = ["approvals", "commands", "decline_modal", "register"]
+__all__ = ["buttons", "commands", "decline_reason", "register"]
 
 
 def register(app: AsyncApp) -> None:
     """Attach every listener; the services come from the middleware ``bot.bolt_app`` installs."""
-    approvals.register(app)
-    decline_modal.register(app)
+    buttons.register(app)
+    decline_reason.register(app)
     commands.register(app)

@@ -17,7 +17,7 @@ from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import config
-from bot.listeners import approvals, commands
+from bot.listeners import buttons, commands
 from bot.sandbox import fake_slack
 from bot.services import Services
 from store import runs
@@ -97,7 +97,7 @@ async def test_on_approve__someone_else_is_told_who_decides_and_the_run_waits(
     run = await _ask(services)
     ack, respond = FakeAck(), FakeRespond()
 
-    await approvals.on_approve(ack=ack, body=_click(run.pending_token or "", OTHER),
+    await buttons.on_approve(ack=ack, body=_click(run.pending_token or "", OTHER),
                                respond=respond, context=await _context(services))
     await services.drain(timeout=30)
 
@@ -113,7 +113,7 @@ async def test_on_approve__the_requester_approves_and_the_run_goes_on_to_its_ans
     run = await _ask(services)
     ack, respond = FakeAck(), FakeRespond()
 
-    await approvals.on_approve(ack=ack, body=_click(run.pending_token or "", REP),
+    await buttons.on_approve(ack=ack, body=_click(run.pending_token or "", REP),
                                respond=respond, context=await _context(services))
     await services.drain(timeout=30)
 
@@ -127,12 +127,12 @@ async def test_on_approve__a_second_click_is_told_it_was_already_approved(
 ) -> None:
     run = await _ask(services)
     context = await _context(services)
-    await approvals.on_approve(ack=FakeAck(), body=_click(run.pending_token or "", REP),
+    await buttons.on_approve(ack=FakeAck(), body=_click(run.pending_token or "", REP),
                                respond=FakeRespond(), context=context)
     await services.drain(timeout=30)
     respond = FakeRespond()
 
-    await approvals.on_approve(ack=FakeAck(), body=_click(run.pending_token or "", REP),
+    await buttons.on_approve(ack=FakeAck(), body=_click(run.pending_token or "", REP),
                                respond=respond, context=context)
 
     [text] = respond.texts

@@ -7,7 +7,7 @@ through the outbox: the claim enqueued that update in its own transaction.
 Decline first asks the store whether the clicker could decide (the same
 answers Approve gives: not an approver, already decided, expired, ...) and
 says so instead of opening the form; otherwise it opens the reason form,
-whose submission decides (`decline_modal`) after checking again.
+whose submission decides (`decline_reason`) after checking again.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ids
 from bot.cards import decline_form, replies
-from bot.listeners import decisions
 from bot.services import Services
-from resume import confirmation, outcomes
+from resume import decide, outcomes
 from store import errors
 
 log = logging.getLogger(__name__)
@@ -48,13 +47,14 @@ async def on_approve(
         await ack()
         token, user = _token(body), _user(body)
         try:
-            decided = await confirmation.decide(services.rt, token, "approve", user)
+            decided = await decide.decide(services.rt, token, "approve", user)
         except errors.DatabaseUnavailable:
             await _tell(respond, replies.unavailable())
             return
-        decisions.settle(services, decided, user)
-        if not isinstance(decided, outcomes.Claimed):
-            await _tell(respond, replies.refusal(decided))
+        if isinstance(decided, outcomes.Claimed):
+            carry_on(services, decided, user)
+        else:
+            await _tell(respond, refused(decided, user))
 
 
 async def on_decline(
@@ -73,7 +73,7 @@ async def on_decline(
         # so the store gets a bounded share of that; past it the form opens anyway
         # (the submission checks again, and that check is the one that counts).
         try:
-            refused = await asyncio.wait_for(confirmation.refusal(services.rt, token, user),
+            refusal = await asyncio.wait_for(decide.refusal(services.rt, token, user),
                                              DECLINE_CHECK_SECONDS)
         except errors.DatabaseUnavailable:
             await _tell(respond, replies.unavailable())
@@ -82,10 +82,9 @@ async def on_decline(
             log.warning("decline check took over %ss; opening the form unchecked",
                         DECLINE_CHECK_SECONDS, extra={"action": "decline_check_slow",
                                                       "user": user})
-            refused = None
-        if refused is not None:
-            decisions.settle(services, refused, user)
-            await _tell(respond, replies.refusal(refused))
+            refusal = None
+        if refusal is not None:
+            await _tell(respond, refused(refusal, user))
             return
         try:
             await client.views_open(trigger_id=body["trigger_id"],
@@ -94,6 +93,23 @@ async def on_decline(
             log.warning("could not open the decline form: %s", exc.response.get("error"),
                         extra={"action": "decline_form_failed", "user": user})
             await _tell(respond, replies.decline_form_failed())
+
+
+def carry_on(services: Services, claimed: outcomes.Claimed, user: str) -> None:
+    """The winner's run goes on in the background, after the ack.
+
+    The card update was enqueued by the claim itself; ``carry_on`` kicks it out now.
+    """
+    log.info("run %s claimed by %s (%s)", claimed.run.id, user, claimed.decision,
+             extra={"action": "click_won", "run_id": claimed.run.id, "user": user})
+    services.carry_on(claimed.drive)
+
+
+def refused(refusal: outcomes.Refusal, user: str) -> str:
+    """Why a decision changed nothing, as the person reads it (and logged)."""
+    log.info("decision by %s refused: %s", user, type(refusal).__name__,
+             extra={"action": "click_refused", "user": user})
+    return replies.refusal(refusal)
 
 
 async def _tell(respond: AsyncRespond, text: str) -> None:

@@ -1,7 +1,7 @@
 """The submitted decline form: decline the request, with the reason given.
 
 The button opens the form only for someone who could decide the request then
-(``confirmation.refusal``); the submission decides through ``confirmation.decide``
+(``decide.refusal``); the submission decides through ``decide.decide``
 all the same, since the request may be decided or expire while the form is open.
 
 The pending token travels in the view's ``private_metadata``. Submission acks
@@ -19,9 +19,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import ids
 from bot.cards import decline_form, replies
-from bot.listeners import decisions
+from bot.listeners import buttons
 from bot.services import Services
-from resume import confirmation, outcomes
+from resume import decide, outcomes
 from store import approvals, errors
 
 
@@ -39,12 +39,12 @@ async def on_submit(
         view = body["view"]
         token, user = str(view.get("private_metadata") or ""), str(body["user"]["id"])
         try:
-            decided = await confirmation.decide(services.rt, token, "decline", user,
+            decided = await decide.decide(services.rt, token, "decline", user,
                                                 reason=decline_form.submitted_reason(view))
-            decisions.settle(services, decided, user)
             if isinstance(decided, outcomes.Claimed):
+                buttons.carry_on(services, decided, user)
                 return
-            text = replies.refusal(decided)
+            text = buttons.refused(decided, user)
         except errors.DatabaseUnavailable:
             text = replies.unavailable()
         await _tell(services, client, token, user, text)
