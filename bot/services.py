@@ -132,7 +132,7 @@ class Services:
         self.kick()
 
     @asynccontextmanager
-    async def tracked(self) -> AsyncIterator[None]:
+    async def tracked(self) -> AsyncIterator[Services]:
         """Hold the current task (a Bolt listener) while it runs, so :meth:`drain` waits for it.
 
         Enter it *before* ``ack()``: the HTTP response goes out at the ack, and
@@ -140,11 +140,11 @@ class Services:
         """
         task = asyncio.current_task()
         if task is None:
-            yield
+            yield self
             return
         self.tasks.add(task)
         try:
-            yield
+            yield self
         finally:
             self.tasks.discard(task)
 

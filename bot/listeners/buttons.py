@@ -42,8 +42,7 @@ async def on_approve(
     ack: AsyncAck, body: dict[str, Any], respond: AsyncRespond, context: AsyncBoltContext
 ) -> None:
     """Approve: claim the request for the clicker, or tell them why not."""
-    services = Services.of(context)
-    async with services.tracked():
+    async with Services.of(context).tracked() as services:
         await ack()
         token, user = _token(body), _user(body)
         try:
@@ -65,8 +64,7 @@ async def on_decline(
     context: AsyncBoltContext,
 ) -> None:
     """Decline: open the reason form for someone who could decide; tell anyone else why not."""
-    services = Services.of(context)
-    async with services.tracked():
+    async with Services.of(context).tracked() as services:
         await ack()
         token, user = _token(body), _user(body)
         # Only someone who could decide gets the form. The trigger id is good for 3 s,

@@ -44,8 +44,7 @@ async def on_command(
     ack: AsyncAck, command: dict[str, Any], respond: AsyncRespond, context: AsyncBoltContext
 ) -> None:
     """`/signoff <subcommand> ...`: answered in the ack when no database is needed."""
-    services = Services.of(context)
-    async with services.tracked():
+    async with Services.of(context).tracked() as services:
         sub, rest = parse(str(command.get("text") or ""))
         user = str(command["user_id"])
         immediate = _without_database(sub, rest)

@@ -33,8 +33,7 @@ async def on_submit(
     ack: AsyncAck, body: dict[str, Any], client: AsyncWebClient, context: AsyncBoltContext
 ) -> None:
     """Decline with the submitted reason, or tell the person why nothing changed."""
-    services = Services.of(context)
-    async with services.tracked():
+    async with Services.of(context).tracked() as services:
         await ack()
         view = body["view"]
         token, user = str(view.get("private_metadata") or ""), str(body["user"]["id"])
