@@ -182,7 +182,7 @@ def sandbox(args: argparse.Namespace) -> int:
     # Through the settings, so --app and --database-url are validated like the variables.
     overrides = {k: v for k, v in (("app", args.app), ("database_url", args.database_url)) if v}
     settings = config.load_settings(**overrides)
-    return _call("sandbox", "bot.sandbox.app", settings, settings.app, args.port)
+    return _call("sandbox", "bot.sandbox.runner", settings, settings.app, args.port)
 
 
 # --- Parser --------------------------------------------------------------------------------

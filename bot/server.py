@@ -83,9 +83,9 @@ async def build_server(
     _warn_if_cards_go_to_the_wrong_person(runtime)
     services = Services(rt=runtime, settings=settings, client=bolt_app.web_client(settings))
     web_app = bolt_app.build(services).web_app(path=ids.EVENTS_PATH, port=settings.port)
-    # Before Bolt: a malformed signed body gets 400, not Bolt's 500 (see bot/intake.py).
-    web_app.middlewares.append(
-        intake.middleware(ids.EVENTS_PATH, settings.require_slack().signing_secret))
+    # Before Bolt: only signed, first-seen requests the bot handles (see bot/intake.py).
+    web_app.middlewares.append(intake.middleware(
+        ids.EVENTS_PATH, settings.require_slack().signing_secret, runtime.db))
     web_app[_SERVICES] = services
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)

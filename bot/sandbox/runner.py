@@ -35,7 +35,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from bot import config, ids, scheduler, server
-from bot.sandbox import fake_slack, page
+from bot.sandbox import fake_slack, page, routes
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ async def started(
             app_ref=app_ref,
             world=world,
         )
-        page_port = await stack.enter_async_context(_serving(page.application(sandbox), port))
+        page_port = await stack.enter_async_context(_serving(routes.application(sandbox), port))
         yield Running(
             url=f"http://{HOST}:{page_port}/",
             events_url=events_url,
