@@ -11,6 +11,7 @@ environment.
 
 from __future__ import annotations
 
+import urllib.parse
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -227,6 +228,14 @@ class Settings(SlackSettings):
     def retention(self) -> timedelta:
         """Age beyond which halted and failed runs are purged."""
         return timedelta(days=self.retention_days)
+
+    def secret_values(self) -> list[str]:
+        """Every secret set (tokens, keys, the database password), for log redaction."""
+        values = [getattr(self, name).get_secret_value() for name, info in
+                  type(self).model_fields.items()
+                  if info.annotation == SecretStr | None and getattr(self, name) is not None]
+        password = urllib.parse.urlsplit(self.database_url).password
+        return values + ([password] if password else [])
 
 
 def _env_name(field: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+from bot import metrics
 from bot.services import Services
 from resume import confirmation, outcomes
 
@@ -15,9 +16,11 @@ def settle(services: Services, decided: outcomes.Claimed | outcomes.Refusal, use
 
     The card update was enqueued by the claim itself; the kick delivers it now.
     """
+    metrics.decided(decided)
     if isinstance(decided, outcomes.Claimed):
         log.info("run %s claimed by %s (%s)", decided.run.id, user, decided.decision,
                  extra={"action": "click_won", "run_id": decided.run.id, "user": user})
+        metrics.waited(decided, services.rt.suspension_ttl, services.rt.now())
         services.kick()
         services.spawn(confirmation.proceed(services.rt, decided),
                        name=f"proceed:{decided.run.id}")
