@@ -119,18 +119,19 @@ def job_done(name: str, result: object) -> None:
         expired(result)
 
 
-_tool_calls_seen: dict[tuple[str, str], int] = {}
+def from_store(snap: Snapshot, seen: dict[tuple[str, str], int]) -> None:
+    """Set the store-derived series from one snapshot of the database.
 
-
-def from_store(snap: Snapshot) -> None:
-    """Set the store-derived series from one snapshot of the database."""
+    ``seen`` holds the ledger counts of the previous snapshot of the same database
+    (updated here), so the tool-call counter grows by what is new.
+    """
     for state, n in snap.runs.items():
         RUNS.labels(state=state).set(n)
     OUTBOX_PENDING.set(snap.outbox.get("pending", 0))
     for (tool, status), n in snap.tool_calls.items():
         # A Counter only goes up: add what is new since the last snapshot (the purge
         # deleting old rows makes the count drop; that is not a decrease in calls made).
-        grown = n - _tool_calls_seen.get((tool, status), 0)
+        grown = n - seen.get((tool, status), 0)
         if grown > 0:
             TOOL_CALLS.labels(tool=tool, status=status).inc(grown)
-        _tool_calls_seen[(tool, status)] = n
+        seen[(tool, status)] = n

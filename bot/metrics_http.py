@@ -37,9 +37,11 @@ STORE_MAX_AGE_SECONDS = 5.0
 class StoreReadings:
     """The last store snapshot's age, per server; one refresh at a time."""
 
-    def __init__(self, db: Database, max_age: float = STORE_MAX_AGE_SECONDS) -> None:
-        self.db, self.max_age = db, max_age
+    def __init__(self, db: Database, max_age: float | None = None) -> None:
+        self.db = db
+        self.max_age = STORE_MAX_AGE_SECONDS if max_age is None else max_age
         self._read_at: float | None = None
+        self._ledger_seen: dict[tuple[str, str], int] = {}
         self._lock = asyncio.Lock()
 
     async def refresh(self) -> None:
@@ -48,7 +50,7 @@ class StoreReadings:
             if self._read_at is not None and now - self._read_at < self.max_age:
                 return
             try:
-                metrics.from_store(await stats.snapshot(self.db))
+                metrics.from_store(await stats.snapshot(self.db), self._ledger_seen)
             except errors.DatabaseUnavailable as exc:
                 # Serve the process's own counters; the store's gauges keep their last value.
                 log.warning("metrics: store counts unavailable: %s", exc,
