@@ -94,4 +94,5 @@ async def connect(app: AsyncApp, app_token: str) -> TimedSocketModeHandler:
 
 async def connected(handler: TimedSocketModeHandler) -> bool:
     """Whether the handler holds an open connection now (for /readyz)."""
-    return bool(await handler.client.is_connected())
+    sdk = handler.client
+    return bool(await sdk.is_connected())
