@@ -5,11 +5,16 @@ envelopes; the connection is dropped, refreshed and cut mid-click."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
-from bot import ids
+from bot import ids, server
 from store import runs
 from store.records import Run
 from store.states import RunState
@@ -151,3 +156,35 @@ async def test_socket_mode__slacks_disconnect_message_moves_the_bot_to_a_new_con
     reply = await world.click(REP, ids.APPROVE_ACTION, run.pending_token or "")
     assert reply.status == 200
     await _answered(world, run)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve__app_token_nobody_accepts_stops_at_start_with_one_line(tmp_path: Path) -> None:
+    closed, port = _free_port(), _free_port()  # nothing listens on `closed`
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLACK_", "SIGNOFF_", "DATABASE_URL"))}
+    env.update({"SLACK_BOT_TOKEN": "xoxb-x", "SLACK_SIGNING_SECRET": "s" * 32,
+                "SLACK_APP_TOKEN": "xapp-1-never-accepted", "SIGNOFF_HOST": "127.0.0.1",
+                "SLACK_API_URL": f"http://127.0.0.1:{closed}/api/",
+                "DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}"})
+
+    done = subprocess.run([sys.executable, "-m", "bot", "serve", "--port", str(port)], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+
+    assert done.returncode == 2, done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert "apps.connections.open could not be reached" in line
+    assert "Traceback" not in done.stderr and "never-accepted" not in done.stderr
+
+
+async def test_open_socket_mode__a_refused_app_token_is_not_ready(database_url: str) -> None:
+    async with socket_world(database_url) as world:
+        world.socket.accepting = False
+        assert world.web_app is not None
+        with pytest.raises(server.NotReady, match="refused SLACK_APP_TOKEN: service_unavailable"):
+            await server.open_socket_mode(world.web_app, world.services.settings)
