@@ -28,6 +28,10 @@ from store.stats import Snapshot
 RUNS = Gauge("signoff_runs", "Runs in the database per state.", ["state"])
 OUTBOX_PENDING = Gauge("signoff_outbox_pending",
                        "Slack posts and updates in the outbox not yet delivered.")
+ORPHANS = Gauge("signoff_orphans", "Running runs whose heartbeat is older than "
+                "SIGNOFF_ORPHAN_AFTER_SECONDS, not yet taken over by a reaper.")
+WAITING_LONG = Gauge("signoff_approvals_waiting_long", "Suspended runs that have waited more "
+                     "than half of SIGNOFF_SUSPENSION_TTL_MINUTES for a decision.")
 TOOL_CALLS = Counter(
     "signoff_tool_calls", "Tool calls settled in the ledger, per tool and status "
     "(succeeded, failed, unknown); read from the database.", ["tool", "status"])
@@ -128,6 +132,8 @@ def from_store(snap: Snapshot, seen: dict[tuple[str, str], int]) -> None:
     for state, n in snap.runs.items():
         RUNS.labels(state=state).set(n)
     OUTBOX_PENDING.set(snap.outbox.get("pending", 0))
+    ORPHANS.set(snap.orphans)
+    WAITING_LONG.set(snap.waiting_long)
     for (tool, status), n in snap.tool_calls.items():
         # A Counter only goes up: add what is new since the last snapshot (the purge
         # deleting old rows makes the count drop; that is not a decrease in calls made).

@@ -25,8 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from pydantic import SecretStr
 
 from bot import metrics
+from resume.runtime import Runtime
 from store import errors, stats
-from store.engine import Database
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,8 @@ STORE_MAX_AGE_SECONDS = 5.0
 class StoreReadings:
     """The last store snapshot's age, per server; one refresh at a time."""
 
-    def __init__(self, db: Database, max_age: float | None = None) -> None:
-        self.db = db
+    def __init__(self, rt: Runtime, max_age: float | None = None) -> None:
+        self.rt = rt
         self.max_age = STORE_MAX_AGE_SECONDS if max_age is None else max_age
         self._read_at: float | None = None
         self._ledger_seen: dict[tuple[str, str], int] = {}
@@ -50,13 +50,19 @@ class StoreReadings:
             if self._read_at is not None and now - self._read_at < self.max_age:
                 return
             try:
-                metrics.from_store(await stats.snapshot(self.db), self._ledger_seen)
+                metrics.from_store(await self._snapshot(), self._ledger_seen)
             except errors.DatabaseUnavailable as exc:
                 # Serve the process's own counters; the store's gauges keep their last value.
                 log.warning("metrics: store counts unavailable: %s", exc,
                             extra={"action": "metrics_store_unavailable"})
                 return
             self._read_at = now
+
+
+    async def _snapshot(self) -> stats.Snapshot:
+        rt, now = self.rt, self.rt.now()
+        return await stats.snapshot(rt.db, stale_before=now - rt.orphan_after,
+                                    expires_before=now + rt.suspension_ttl / 2)
 
 
 READINGS: web.AppKey[StoreReadings] = web.AppKey("signoff.metrics_readings", StoreReadings)
@@ -104,9 +110,9 @@ def ack_timer(events_path: str) -> Any:
     return timed
 
 
-def install(web_app: web.Application, path: str, db: Database, token: SecretStr | None) -> None:
+def install(web_app: web.Application, path: str, rt: Runtime, token: SecretStr | None) -> None:
     """Serve ``GET path`` on ``web_app``: the default registry, store gauges refreshed."""
-    readings = web_app[READINGS] = StoreReadings(db)
+    readings = web_app[READINGS] = StoreReadings(rt)
 
     async def scrape(request: web.Request) -> web.Response:
         refused = _refusal(request, token)

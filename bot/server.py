@@ -110,7 +110,7 @@ async def build_server(
     web_app[TRANSPORT] = Transport(bolt)
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)
-    metrics_http.install(web_app, ids.METRICS_PATH, runtime.db, settings.metrics_token)
+    metrics_http.install(web_app, ids.METRICS_PATH, runtime, settings.metrics_token)
     return web_app, services
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import aiohttp
@@ -20,6 +21,7 @@ from store.records import Run
 from store.states import RunState
 from tests.bot.harness import ASK, REP, BotWorld, bot_world, settings_for
 from tests.bot.socket_harness import socket_world
+from tests.store import factories
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -164,3 +166,21 @@ async def test_metrics__without_a_token_only_loopback_may_scrape(tmp_path: Path)
             await runner.cleanup()
             await services.drain(timeout=10)
             await db.dispose()
+
+
+async def test_metrics__orphans_and_requests_waiting_past_half_their_time(
+    world: BotWorld,
+) -> None:
+    await factories.make_run(world.db)  # running, heartbeat now
+    await factories.make_suspended(world.db, ttl=timedelta(minutes=30))
+    now = datetime.now(UTC)
+    fresh = await scrape(world)
+
+    world.services.rt.clock = lambda: now + timedelta(minutes=16)  # reaper and people idle
+    later = await scrape(world)
+
+    assert value(fresh, "signoff_orphans") == 0
+    assert value(fresh, "signoff_approvals_waiting_long") == 0
+    assert value(later, "signoff_orphans") == 1
+    assert value(later, "signoff_approvals_waiting_long") == 1
+    assert value(later, "signoff_runs", state="running") == 1
