@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -12,11 +13,11 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot import ids, metrics_http, server
+from bot import ids, metrics_http, scheduler, server
 from bot.sandbox import FakeSlack
 from examples import quotes
 from examples.crm import CRM
-from store import engine, runs
+from store import engine, runs, schema
 from store.records import Run
 from store.states import RunState
 from tests.bot.harness import ASK, REP, BotWorld, bot_world, settings_for
@@ -184,3 +185,45 @@ async def test_metrics__orphans_and_requests_waiting_past_half_their_time(
     assert value(later, "signoff_orphans") == 1
     assert value(later, "signoff_approvals_waiting_long") == 1
     assert value(later, "signoff_runs", state="running") == 1
+
+
+async def _until(check: Callable[[], Awaitable[bool]]) -> None:
+    async with asyncio.timeout(15):
+        while not await check():
+            await asyncio.sleep(0.02)
+
+
+async def test_metrics__scheduled_jobs_count_expiries_and_recoveries(
+    database_url: str, fresh_store_readings: None,
+) -> None:
+    async with bot_world(database_url, SIGNOFF_EXPIRY_INTERVAL_SECONDS="0.05",
+                         SIGNOFF_REAPER_INTERVAL_SECONDS="0.05") as world:
+        before = await scrape(world)
+        waiting = await _asked(world)
+        await world.command(REP, f"ask {ASK}")
+        orphan = next(r for r in await runs.list_runs(world.db, user_id=REP)
+                      if r.id != waiting.id)
+        # One run's request is left to expire; the other's worker "died" mid-run.
+        async with world.db.write() as conn:
+            await conn.execute(schema.runs.update().where(schema.runs.c.id == orphan.id)
+                               .values(state="running", heartbeat_at=datetime.now(UTC)
+                                       - timedelta(minutes=10)))
+        world.services.rt.clock = lambda: datetime.now(UTC) + timedelta(minutes=31)
+
+        jobs = scheduler.start(world.services)
+        try:
+            async def swept() -> bool:
+                halted = (await runs.get(world.db, waiting.id)).state is RunState.halted
+                return halted and (await runs.get(world.db, orphan.id)).recovery_attempts == 1
+
+            await _until(swept)
+        finally:
+            await scheduler.stop(jobs)
+        after = await scrape(world)
+
+    def grew(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert grew("signoff_expired_total") == 1
+    assert grew("signoff_recoveries_total", outcome="recovered") == 1
+    assert grew("signoff_recoveries_total", outcome="exhausted") == 0
