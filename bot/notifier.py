@@ -42,7 +42,7 @@ from pydantic import ValidationError
 from slack_sdk.errors import SlackClientError, SlackObjectFormationError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import delivery, delivery_errors
+from bot import delivery, delivery_errors, metrics
 from bot.cards import CardTooLarge
 from bot.config import Settings
 from store import errors, outage, outbox
@@ -116,6 +116,7 @@ async def deliver_due(
         if outcome.stop is not None:
             stopped_by = outcome.stop
             break
+    metrics.dead_letters(counts["dead"])
     return DeliveryReport(stopped_by=stopped_by, **counts)
 
 

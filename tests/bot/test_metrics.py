@@ -20,7 +20,7 @@ from examples.crm import CRM
 from store import engine, runs, schema
 from store.records import Run
 from store.states import RunState
-from tests.bot.harness import ASK, REP, BotWorld, bot_world, settings_for
+from tests.bot.harness import APPROVALS, ASK, REP, BotWorld, bot_world, settings_for
 from tests.bot.socket_harness import socket_world
 from tests.store import factories
 
@@ -227,3 +227,17 @@ async def test_metrics__scheduled_jobs_count_expiries_and_recoveries(
     assert grew("signoff_expired_total") == 1
     assert grew("signoff_recoveries_total", outcome="recovered") == 1
     assert grew("signoff_recoveries_total", outcome="exhausted") == 0
+
+
+async def test_metrics__a_card_slack_refuses_for_good_is_a_dead_letter(world: BotWorld) -> None:
+    before = await scrape(world)
+    world.fake.fail_next("chat.postMessage", error="channel_not_found")
+
+    await world.command(REP, f"ask {ASK}")
+    await world.deliver()
+    after = await scrape(world)
+
+    assert value(after, "signoff_outbox_dead_total") - value(
+        before, "signoff_outbox_dead_total") == 1
+    assert value(after, "signoff_outbox_pending") == 0
+    assert world.fake.messages(APPROVALS) == []
