@@ -13,7 +13,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import config, listeners
+from bot import config, listeners, workspace
 from bot.services import Services
 
 #: Retries of one Web API call made while handling a request (the outbox job
@@ -54,6 +54,7 @@ def build(services: Services) -> AsyncApp:
         request_verification_enabled=True,
         name="signoff",
     )
+    app.use(workspace.only_own_workspace)  # before every listener, on every door
     listeners.approvals.register(app, services)
     listeners.decline_modal.register(app, services)
     listeners.commands.register(app, services)

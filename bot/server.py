@@ -103,9 +103,9 @@ async def build_server(
     web_app = bolt.web_app(path=ids.EVENTS_PATH, port=settings.port)
     # Outermost: the ack time includes the intake checks.
     web_app.middlewares.append(metrics_http.ack_timer(ids.EVENTS_PATH))
-    # Before Bolt: a malformed signed body gets 400, not Bolt's 500 (see bot/intake.py).
-    web_app.middlewares.append(
-        intake.middleware(ids.EVENTS_PATH, settings.require_slack().signing_secret))
+    # Before Bolt: only signed, first-seen requests the bot handles (see bot/intake.py).
+    web_app.middlewares.append(intake.middleware(
+        ids.EVENTS_PATH, settings.require_slack().signing_secret, runtime.db))
     web_app[_SERVICES] = services
     web_app[TRANSPORT] = Transport(bolt)
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)

@@ -202,3 +202,12 @@ outbox = Table(
     ),
     Index("ix_outbox_run_id", "run_id"),
 )
+
+seen_requests = Table(
+    "seen_requests",
+    metadata,
+    # One row per signed request the door let through, kept for the signature window:
+    # the same (timestamp, signature) again is a replay, whichever replica it reaches.
+    Column("stamp", BigInteger, primary_key=True),
+    Column("signature", String(80), primary_key=True),
+)

@@ -9,7 +9,7 @@ from bot import config
 from bot.cli_commands.common import add, call_main
 
 #: The module whose ``main(settings, app_ref, port, socket_mode=...)`` runs the sandbox.
-RUNNER = "bot.sandbox.app"
+RUNNER = "bot.sandbox.runner"
 
 
 def sandbox(args: argparse.Namespace) -> int:

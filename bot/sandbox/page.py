@@ -9,28 +9,24 @@ signed with the signing secret exactly as Slack signs it and POSTed to the
 bot's ``/slack/events``, so the bot under test is the one ``signoff serve``
 runs, signature verification included.
 
-Routes: ``GET /`` (the page), ``GET /ui/state``, ``POST /ui/click``,
-``POST /ui/command``, ``POST /ui/submit``, ``POST /ui/dismiss``, ``POST /ui/crm``.
+The routes the page calls are in ``bot.sandbox.routes``.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
 from aiohttp import web
 
-from bot import ids
 from bot.sandbox import fake_slack, signing
 
 JSON = dict[str, Any]
-
-STATIC = Path(__file__).parent / "static"
 
 #: The channel approval cards go to in the sandbox: both people can see it,
 #: so the one who did not ask can try to approve and be refused.
@@ -90,6 +86,8 @@ class Sandbox:
     app_ref: str
     world: World | None = None
     people: Sequence[Person] = PEOPLE
+    #: Sent back by the page on every /ui/* request (see ``bot.sandbox.guard``).
+    ui_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     #: Set in Socket Mode: delivers a body as an envelope instead of a signed POST.
     transport: Callable[[str], Awaitable[JSON]] | None = None
     #: trigger_id -> the user whose action issued it: a modal opens for that user.
@@ -181,19 +179,19 @@ class Sandbox:
 
     def click_payload(self, person: Person, click: Mapping[str, Any]) -> JSON:
         """A block_actions payload for a button on a channel message or an ephemeral."""
-        channel, ts = _text(click, "channel"), _text(click, "ts")
+        channel, ts = required_text(click, "channel"), required_text(click, "ts")
         ephemeral = bool(click.get("ephemeral"))
         found = self._find(channel, ts, person.id if ephemeral else None)
         payload = signing.block_actions_payload(
             person.id,
-            _text(click, "action_id"),
+            required_text(click, "action_id"),
             str(click.get("value") or ""),
             channel,
             ts,
             self.fake.response_url(channel, message_ts=ts, user=person.id),
             self.trigger(person.id),
             None if ephemeral else _message_json(found),
-            block_id=_text(click, "block_id"),
+            block_id=required_text(click, "block_id"),
             is_ephemeral=ephemeral,
             user_name=person.name.lower(),
         )
@@ -278,133 +276,8 @@ def _typed(typed: object, block_id: str, action_id: str) -> str | None:
     return str(value) if value else None
 
 
-def _text(data: Mapping[str, Any], key: str) -> str:
+def required_text(data: Mapping[str, Any], key: str) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value:
         raise web.HTTPBadRequest(text=f"{key} is required")
     return value
-
-
-# -- routes ----------------------------------------------------------------------
-
-SANDBOX: web.AppKey[Sandbox] = web.AppKey("sandbox", Sandbox)
-
-
-def _sandbox(request: web.Request) -> Sandbox:
-    return request.app[SANDBOX]
-
-
-async def _body(request: web.Request) -> JSON:
-    try:
-        data = await request.json()
-    except ValueError:
-        raise web.HTTPBadRequest(text="expected a JSON object") from None
-    if not isinstance(data, dict):
-        raise web.HTTPBadRequest(text="expected a JSON object")
-    return data
-
-
-async def index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
-
-
-async def favicon(request: web.Request) -> web.Response:
-    return web.Response(status=204)
-
-
-async def state(request: web.Request) -> web.Response:
-    sandbox = _sandbox(request)
-    user = sandbox.person(request.query.get("user") or sandbox.people[0].id).id
-    return web.json_response(await sandbox.state(user), headers={"Cache-Control": "no-store"})
-
-
-async def click(request: web.Request) -> web.Response:
-    sandbox, data = _sandbox(request), await _body(request)
-    payload = sandbox.click_payload(sandbox.person(data.get("user")), data)
-    return web.json_response(await sandbox.deliver(signing.form_body(payload)))
-
-
-async def command(request: web.Request) -> web.Response:
-    sandbox, data = _sandbox(request), await _body(request)
-    person = sandbox.person(data.get("user"))
-    channel = _text(data, "channel")
-    text = str(data.get("text") or "").strip()
-    name, _, rest = text.partition(" ")
-    if name.startswith("/"):  # "/signoff ask ..." or just "ask ..."
-        text = rest.strip()
-    body = signing.slash_command_body(
-        person.id,
-        text,
-        channel,
-        sandbox.fake.response_url(channel, user=person.id),
-        sandbox.trigger(person.id),
-        command=ids.COMMAND,
-        user_name=person.name.lower(),
-    )
-    answer = await sandbox.deliver(body)
-    sandbox.show_ack(answer, channel, person.id)
-    return web.json_response(answer)
-
-
-async def submit(request: web.Request) -> web.Response:
-    sandbox, data = _sandbox(request), await _body(request)
-    payload = sandbox.submission_payload(sandbox.person(data.get("user")), data)
-    answer = await sandbox.deliver(signing.form_body(payload))
-    response = answer.get("body")
-    # An empty ack closes the modal; `response_action: errors` keeps it open.
-    if answer["status"] == 200 and not (
-        isinstance(response, dict) and response.get("response_action") == "errors"
-    ):
-        sandbox.close(payload["view"]["id"])
-    return web.json_response(answer)
-
-
-async def dismiss(request: web.Request) -> web.Response:
-    sandbox, data = _sandbox(request), await _body(request)
-    sandbox.close(_text(data, "view_id"))
-    return web.json_response({"ok": True})
-
-
-async def crm(request: web.Request) -> web.Response:
-    """``{"account": NAME, "credit_hold": BOOL}`` and/or ``{"account": NAME, "tier": TIER}``.
-
-    Every part is checked before anything changes: a bad request is a 400 and
-    leaves the CRM as it was.
-    """
-    sandbox, data = _sandbox(request), await _body(request)
-    if sandbox.world is None:
-        raise web.HTTPNotFound(text=f"{sandbox.app_ref} has no CRM to control")
-    account = _text(data, "account")
-    known = [a["name"] for a in await sandbox.world.crm.all_accounts()]
-    if account not in known:
-        raise web.HTTPBadRequest(text=f"unknown account {account!r}; one of {', '.join(known)}")
-    if "credit_hold" not in data and "tier" not in data:
-        raise web.HTTPBadRequest(text="nothing to change: give credit_hold or tier")
-    hold = data.get("credit_hold")
-    if "credit_hold" in data and not isinstance(hold, bool):
-        raise web.HTTPBadRequest(text="credit_hold must be true or false")
-    tier = _text(data, "tier") if "tier" in data else None
-    if tier is not None and tier not in sandbox.world.tiers:
-        raise web.HTTPBadRequest(
-            text=f"unknown tier {tier!r}; one of {', '.join(sandbox.world.tiers)}")
-    if isinstance(hold, bool):
-        await sandbox.world.crm.set_credit_hold(account, hold)
-    if tier is not None:
-        await sandbox.world.crm.set_tier(account, tier)
-    return web.json_response({"ok": True, "world": await sandbox.world_state()})
-
-
-def application(sandbox: Sandbox) -> web.Application:
-    """The page and its JSON API as an aiohttp application."""
-    app = web.Application()
-    app[SANDBOX] = sandbox
-    app.router.add_get("/", index)
-    app.router.add_get("/favicon.ico", favicon)
-    app.router.add_get("/ui/state", state)
-    app.router.add_post("/ui/click", click)
-    app.router.add_post("/ui/command", command)
-    app.router.add_post("/ui/submit", submit)
-    app.router.add_post("/ui/dismiss", dismiss)
-    app.router.add_post("/ui/crm", crm)
-    app.router.add_static("/static/", STATIC)
-    return app

@@ -1,108 +1,40 @@
 """The workspace behind the Slack stand-in: channels, messages, ephemerals and views.
 
 ``Workspace`` holds the state and applies Slack's rules for changing it; the records
-here (``Message``, ``Ephemeral``, ``View``, ``Call``, ``ResponseTarget``) are what tests
-and the sandbox page read back. The HTTP server around it is ``bot.sandbox.fake_slack``.
+it holds (``bot.sandbox.records``) are what tests and the sandbox page read back. The
+HTTP server around it is ``bot.sandbox.fake_slack``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
-JSON = dict[str, Any]
+from bot.sandbox.records import (
+    BOT_ID,
+    BOT_USER_ID,
+    JSON,
+    TEAM_ID,
+    Call,
+    Ephemeral,
+    Message,
+    ResponseTarget,
+    SlackError,
+    View,
+    channel_id,
+    dm_channel,
+    json_arg,
+)
 
-TEAM_ID = "T0SANDBOX"
-BOT_USER_ID = "U0SIGNOFF"
-BOT_ID = "B0SIGNOFF"
+__all__ = [
+    "BOT_ID", "BOT_USER_ID", "JSON", "TEAM_ID", "Call", "Ephemeral", "Message",
+    "ResponseTarget", "SlackError", "View", "Workspace", "channel_id", "dm_channel",
+]
+
 _MAX_BLOCKS = 50  # Slack rejects more; slack_sdk's models do not check it.
 _MAX_TEXT = 40_000
 _FIRST_TS_MICROS = 1_700_000_000_000_000
-
-
-@dataclass(slots=True)
-class Message:
-    """A channel message as it stands now (after any updates)."""
-
-    channel: str
-    ts: str
-    text: str
-    blocks: list[JSON]
-    thread_ts: str | None = None
-    user: str = BOT_USER_ID
-    #: How many times it was replaced (chat.update or replace_original).
-    edits: int = 0
-
-
-@dataclass(slots=True)
-class Ephemeral:
-    """A message only ``user`` can see; replaceable only through a response_url."""
-
-    channel: str
-    user: str
-    ts: str
-    text: str
-    blocks: list[JSON]
-    thread_ts: str | None = None
-    edits: int = 0
-
-
-@dataclass(slots=True)
-class View:
-    id: str
-    trigger_id: str
-    view: JSON
-
-
-@dataclass(slots=True)
-class Call:
-    """One request as received, failed or not."""
-
-    method: str
-    body: JSON
-    at: float
-    status: int = 200
-    error: str | None = None
-
-
-@dataclass(slots=True)
-class ResponseTarget:
-    """What a response_url was issued for."""
-
-    channel: str
-    message_ts: str | None
-    user: str | None
-    uses: int = 0
-
-
-class SlackError(Exception):
-    """An ``ok: false`` answer; the argument is Slack's error code."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__(error)
-        self.error = error
-
-
-def dm_channel(user: str) -> str:
-    """The DM channel id for a user: stable, so tests can predict it."""
-    return "D" + user[1:]
-
-
-def channel_id(raw: str) -> str:
-    """Posting to a user id means "DM them": Slack answers with the D channel."""
-    return dm_channel(raw) if raw[:1] in ("U", "W") else raw
-
-
-def _json_arg(value: Any) -> Any:
-    # Form-encoded calls carry blocks and views as JSON strings.
-    if not isinstance(value, str) or value[:1] not in ("[", "{"):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        raise SlackError("invalid_arguments") from None
 
 
 class Workspace:
@@ -200,7 +132,7 @@ class Workspace:
 
     def open_view(self, args: JSON) -> JSON:
         trigger_id = str(args.get("trigger_id") or "")
-        view = _json_arg(args.get("view"))
+        view = json_arg(args.get("view"))
         if not trigger_id or not isinstance(view, dict):
             raise SlackError("invalid_arguments")
         # Triggers are single-use in Slack; a second open is a bug worth seeing.
@@ -300,7 +232,7 @@ class Workspace:
 
     def _content(self, args: JSON, current: Message | None = None) -> tuple[str, list[JSON]]:
         text = args.get("text", current.text if current else None)
-        blocks = _json_arg(args.get("blocks", current.blocks if current else None))
+        blocks = json_arg(args.get("blocks", current.blocks if current else None))
         if not text and not blocks:
             raise SlackError("no_text")
         if blocks is not None and not isinstance(blocks, list):

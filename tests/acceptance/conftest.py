@@ -2,7 +2,9 @@
 
 ``replica_db`` is a fresh PostgreSQL database per test, brought to head with
 the real ``signoff db upgrade`` (``signoff serve`` refuses a database that is
-not) and holding the quotes example's CRM tables.
+not) and holding the quotes example's CRM tables. ``own_postgres`` is the same
+on a throwaway server of the test's own (``tests.throwaway_postgres``), for a
+scenario that restarts PostgreSQL: the shared server is never restarted.
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from examples.crm import CRM
 from store import engine
+from tests import throwaway_postgres
 from tests.acceptance import ledger_summary, replicas
 from tests.conftest import PostgresServer
 
@@ -31,7 +36,33 @@ async def _crm_setup(url: str) -> None:
 @pytest.fixture
 def replica_db(postgres_server: PostgresServer) -> str:
     """A new database at head with the CRM's tables: the URL every replica is given."""
-    url = postgres_server.create_database()
+    return _prepared(postgres_server.create_database())
+
+
+@dataclass(frozen=True)
+class OwnPostgres:
+    """A database on a PostgreSQL server of the test's own, which the test may restart."""
+
+    url: str
+    restart_command: list[str]
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[OwnPostgres]:
+    """Like ``replica_db``, on a throwaway server started for this test and removed after it."""
+    found = throwaway_postgres.server_bin()
+    if found is None:
+        reason = "no PostgreSQL server binaries (initdb, pg_ctl) to start a throwaway server"
+        if os.environ.get("SIGNOFF_REQUIRE_POSTGRES") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with throwaway_postgres.throwaway(found) as server:
+        admin = PostgresServer(server.admin_url)
+        yield OwnPostgres(_prepared(admin.create_database()), server.restart_command)
+
+
+def _prepared(url: str) -> str:
+    """``url`` brought to head by ``signoff db upgrade``, with the CRM's tables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLACK_", "SIGNOFF_"))}
     env["DATABASE_URL"] = url
     done = subprocess.run([sys.executable, "-m", "bot", "db", "upgrade"], cwd=replicas.REPO,

@@ -6,7 +6,8 @@ what they found lost or duplicated *before* asserting that it is zero, so a
 failing run's summary shows the real numbers. ``tests/acceptance/conftest.py``
 prints :func:`line` at the end of the test run::
 
-    acceptance: load held 260 clicks, faults injected 6, bad inputs tried 500, lost = 0, ...
+    acceptance: load held 260 clicks, faults injected 6, bad inputs tried 500 (unhandled
+    types 60, deeply nested 60, replays 120), lost = 0, ...
 
 Other acceptance tests (hostile input) add to the same counters::
 
@@ -25,12 +26,17 @@ CLICKS = "clicks"
 FAULTS = "faults"
 #: Malformed, oversized, unsigned, wrongly signed or replayed requests sent and checked.
 BAD_INPUTS = "bad_inputs"
+#: Of the bad inputs: signed payloads of a type (or command, action, callback) the bot
+#: has no listener for, nested past what it accepts, and signed bytes sent again.
+UNHANDLED = "unhandled"
+DEEP = "deep"
+REPLAYS = "replays"
 #: Decisions, notifications or writes that should have happened and did not.
 LOST = "lost"
 #: Executions or Slack posts that happened more than once.
 DUPLICATED = "duplicated"
 
-KINDS = (CLICKS, FAULTS, BAD_INPUTS, LOST, DUPLICATED)
+KINDS = (CLICKS, FAULTS, BAD_INPUTS, UNHANDLED, DEEP, REPLAYS, LOST, DUPLICATED)
 
 _totals: Counter[str] = Counter()
 
@@ -57,7 +63,8 @@ def touched() -> bool:
 def line() -> str:
     t = totals()
     return (f"acceptance: load held {t[CLICKS]} clicks, faults injected {t[FAULTS]}, "
-            f"bad inputs tried {t[BAD_INPUTS]}, lost = {t[LOST]}, "
+            f"bad inputs tried {t[BAD_INPUTS]} (unhandled types {t[UNHANDLED]}, "
+            f"deeply nested {t[DEEP]}, replays {t[REPLAYS]}), lost = {t[LOST]}, "
             f"duplicated = {t[DUPLICATED]}")
 
 

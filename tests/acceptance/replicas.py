@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -386,29 +385,6 @@ def event_data(row: asyncpg.Record) -> dict[str, Any]:
 
 
 # --- PostgreSQL itself -------------------------------------------------------------------
-
-
-def restart_command(db_url: str) -> list[str] | None:
-    """How to restart the cluster serving ``db_url`` on this machine, or None if we cannot.
-
-    Only a local Debian cluster (``pg_lsclusters``), restarted as root or through
-    ``sudo -n``.
-    """
-    url = make_url(db_url)
-    if url.host not in ("127.0.0.1", "localhost", None) or shutil.which("pg_lsclusters") is None:
-        return None
-    listing = subprocess.run(["pg_lsclusters", "--no-header"], capture_output=True, text=True,
-                             check=False).stdout
-    port = str(url.port or 5432)
-    for line in listing.splitlines():
-        version, name, cluster_port, *_ = line.split()
-        if cluster_port == port:
-            command = ["pg_ctlcluster", "--skip-systemctl-redirect", version, name, "restart"]
-            if os.geteuid() == 0:
-                return command
-            if shutil.which("sudo") is not None:
-                return ["sudo", "-n", *command]
-    return None
 
 
 async def restart_postgres(command: list[str], db_url: str, *, timeout: float = 60.0) -> float:

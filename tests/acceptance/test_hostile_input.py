@@ -9,9 +9,17 @@ ids, and unicode edge cases (lone surrogates escaped in JSON, RTL overrides,
 zero-width characters, NUL). A share of them is sent unsigned, signed with
 another secret, or replayed / post-dated past the 5-minute window.
 
+Signed payloads of every other type Slack sends (``interactive_message``,
+``workflow_step_edit``, shortcuts, events...) with their fields missing or
+mangled, and handled ones nested from just past the limit to 6,000 levels, must get
+exactly 400: the door answers what the bot does not handle. A share of the
+signed requests is sent twice with the same bytes: the second is refused (409)
+unless the first already was.
+
 Each request must get an answer below 500 (401 exactly when the signature is
 bad), and afterwards every row of every table (runs, messages, events,
-ledger, approvals, outbox, the CRM's quotes) must be what it was before.
+ledger, approvals, outbox, the CRM's quotes) must be what it was before; the
+door's own record of signatures it has seen is the one table left out.
 
 The server is built once per dialect inside the test and hypothesis drives it
 through a dedicated event loop, so no function-scoped fixture is shared
@@ -36,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from bot import ids
+from bot import ids, payloads
 from bot.listeners import commands
 from bot.sandbox import signing
 from examples import crm as crm_tables
@@ -72,6 +80,9 @@ class Target:
     token: str
     baseline: Snapshot
     tried: int = 0
+    unhandled: int = 0
+    deep: int = 0
+    replays: int = 0
 
     def send(self, body: bytes, headers: dict[str, str]) -> int:
         return self.loop.run(self._send(body, headers))
@@ -103,6 +114,9 @@ def _target(url: str) -> Iterator[Target]:
             yield target
             if ledger_summary is not None:
                 ledger_summary.count(ledger_summary.BAD_INPUTS, target.tried)
+                ledger_summary.count(ledger_summary.UNHANDLED, target.unhandled)
+                ledger_summary.count(ledger_summary.DEEP, target.deep)
+                ledger_summary.count(ledger_summary.REPLAYS, target.replays)
         finally:
             loop.run(opened.__aexit__(None, None, None))
 
@@ -118,8 +132,9 @@ async def _suspended(world: BotWorld) -> Run:
 
 
 async def _snapshot(world: BotWorld) -> Snapshot:
-    """Every row of signoff's tables and the CRM's, as sorted reprs."""
-    tables = [*schema.metadata.sorted_tables, *crm_tables.metadata.sorted_tables]
+    """Every row of signoff's tables and the CRM's, as sorted reprs (but the door's own)."""
+    tables = [t for t in [*schema.metadata.sorted_tables, *crm_tables.metadata.sorted_tables]
+              if t is not schema.seen_requests]
     found: Snapshot = {}
     async with world.db.read() as conn:
         for table in tables:
@@ -259,6 +274,63 @@ def slash_commands(draw: st.DrawFn, target: Target) -> dict[str, str]:
     return padded
 
 
+#: Payload types Slack sends that signoff has no listener for.
+OTHER_TYPES = ["interactive_message", "workflow_step_edit", "workflow_step_execute",
+               "shortcut", "message_action", "block_suggestion", "view_closed",
+               "dialog_submission", "dialog_cancellation", "dialog_suggestion",
+               "event_callback", "url_verification", "app_rate_limited", "function_executed",
+               "BLOCK_ACTIONS", "block_actions ", "View_Submission", ""]
+
+
+@st.composite
+def other_types(draw: st.DrawFn, target: Target) -> Any:
+    """A payload of a type the bot does not handle, or a handled type carrying an action,
+    callback or command it does not have, with fields Bolt would read missing or mangled."""
+    kind = draw(st.sampled_from(OTHER_TYPES) | NASTY)
+    payload: dict[str, Any] = {"type": kind, "callback_id": draw(st.just("x") | NASTY),
+                               "user": {"id": draw(STRANGERS), "team_id": signing.TEAM_ID},
+                               "team": {"id": signing.TEAM_ID}, "token": "t"}
+    shape = draw(st.sampled_from(["bare", "bare", "foreign_action", "foreign_view"]))
+    if shape == "foreign_action":
+        payload = signing.block_actions_payload(
+            draw(STRANGERS), draw(st.sampled_from(WRONG_ACTIONS[:-1]) | NASTY),
+            draw(_ids(target)), "C0APPROVALS", "1700000000.000100",
+            target.world.fake.response_url("C0APPROVALS", user=REP), signing.new_trigger_id())
+    elif shape == "foreign_view":
+        payload = signing.view_submission_payload(
+            draw(STRANGERS), draw(st.sampled_from(WRONG_CALLBACKS) | NASTY),
+            draw(_ids(target)), {})
+    for key in draw(st.lists(st.sampled_from(["actions", "workflow_step", "view", "event",
+                                              "message", "container"]), max_size=3)):
+        payload[key] = draw(GARBAGE | st.just({}) | st.just([]))
+    return draw(_mutated(payload, draw(st.sampled_from([0, 0, 3, 8]))))
+
+
+@st.composite
+def nested(draw: st.DrawFn, target: Target) -> bytes:
+    """A handled payload with one field buried past :data:`payloads.MAX_DEPTH` levels.
+
+    Built as text: json.dumps itself recurses, and gives up long before 6,000 levels.
+    """
+    payload = draw(st.sampled_from([
+        signing.block_actions_payload(REP, ids.APPROVE_ACTION, target.token, "C0APPROVALS",
+                                      "1700000000.000100", "", signing.new_trigger_id()),
+        signing.view_submission_payload(REP, ids.DECLINE_REASON_CALLBACK, target.token, {}),
+    ]))
+    key = draw(st.sampled_from(["actions", "state", "message", "padding"]))
+    where = payload["view"] if key == "state" and "view" in payload else payload
+    where[key] = "\x00nest\x00"
+    levels = draw(st.integers(payloads.MAX_DEPTH, 300) | st.sampled_from([1_000, 5_000, 6_000]))
+    opened = draw(st.lists(st.sampled_from(['[', '{"a":', '{"value":']),
+                           min_size=levels, max_size=levels))
+    closed = "".join("]" if o == "[" else "}" for o in reversed(opened))
+    deep = "".join(opened) + json.dumps(draw(SCALARS)) + closed
+    text = json.dumps(payload).replace('"\\u0000nest\\u0000"', deep)
+    if draw(st.booleans()):
+        return text.encode("utf-8", "surrogatepass")
+    return urlencode({"payload": text}, errors="surrogatepass").encode("utf-8", "surrogatepass")
+
+
 def _interactive_body(draw: st.DrawFn, payload: Any) -> bytes:
     how = draw(st.sampled_from(["form", "form", "json", "not_json"]))
     if how == "json":
@@ -288,27 +360,44 @@ def _headers(signing_kind: str, body: bytes) -> dict[str, str]:
     return headers
 
 
-def _check(target: Target, body: bytes, signing_kind: str) -> None:
-    status = target.send(body, _headers(signing_kind, body))
+def _check(target: Target, body: bytes, signing_kind: str, *, replay: bool = False,
+           unhandled: bool = False) -> None:
+    headers = _headers(signing_kind, body)
+    status = target.send(body, headers)
     target.tried += 1
     if signing_kind == "good":
         assert status < 500, f"{status} for a signed {len(body)}-byte body: {body[:300]!r}"
+        if unhandled and len(body) <= MIB:
+            assert status == 400, f"{status} for an unhandled payload: {body[:300]!r}"
     else:
         # aiohttp refuses a body past its 1 MiB limit before anyone reads the signature.
         assert status == (413 if len(body) > MIB else 401), (signing_kind, status)
+    if replay and signing_kind == "good":
+        again = target.send(body, headers)
+        target.tried += 1
+        target.replays += 1
+        # Refused before it was recorded (400, 413) is refused the same way again.
+        assert again == (status if status in (400, 413) else 409), (status, again)
     target.unchanged()
 
 
 def _hostile(kind: Callable[[Target], st.SearchStrategy[Any]], target: Target) -> None:
+    unhandled = kind in (other_types, nested)
+
     @HOSTILE
-    @given(data=st.data(), signing_kind=SIGNINGS)
-    def one(data: st.DataObject, signing_kind: str) -> None:
+    @given(data=st.data(), signing_kind=SIGNINGS, replay=st.sampled_from([False, False, True]))
+    def one(data: st.DataObject, signing_kind: str, replay: bool) -> None:
         payload = data.draw(kind(target))
-        if kind is slash_commands:
+        if isinstance(payload, bytes):
+            body = payload
+        elif kind is slash_commands:
             body = urlencode(payload, errors="surrogatepass").encode("utf-8", "surrogatepass")
         else:
             body = data.draw(st.composite(_interactive_body)(payload))
-        _check(target, body, signing_kind)
+        if signing_kind == "good":
+            target.unhandled += kind is other_types
+            target.deep += kind is nested
+        _check(target, body, signing_kind, replay=replay, unhandled=unhandled)
 
     one()
 
@@ -341,6 +430,16 @@ def test_view_submission__without_a_view_type_is_refused_not_a_500(database_url:
 def test_slash_command__hostile_payloads_never_500_and_change_nothing(database_url: str) -> None:
     with _target(database_url) as target:
         _hostile(slash_commands, target)
+
+
+def test_unhandled_payload_types__signed_are_400_and_change_nothing(database_url: str) -> None:
+    with _target(database_url) as target:
+        _hostile(other_types, target)
+
+
+def test_deep_nesting__signed_is_400_and_changes_nothing(database_url: str) -> None:
+    with _target(database_url) as target:
+        _hostile(nested, target)
 
 
 def test_events__bad_signatures_are_401_and_the_same_click_signed_works(

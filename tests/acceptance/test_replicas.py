@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Sequence
@@ -21,6 +20,7 @@ import pytest
 
 from bot import replies
 from tests.acceptance import ledger_summary, replicas
+from tests.acceptance.conftest import OwnPostgres
 from tests.acceptance.replicas import Card, Cluster, Replica, World, event_data, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -306,23 +306,14 @@ PG_RUNS = 20
 PG_ASKS = 10
 
 
-def _restart_or_skip(db_url: str) -> list[str]:
-    command = replicas.restart_command(db_url)
-    if command is None:
-        reason = "cannot restart this PostgreSQL here (not a local pg_ctlcluster, not root)"
-        if os.environ.get("SIGNOFF_REQUIRE_POSTGRES") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return command
-
-
 @pytest.mark.timeout(300)
 async def test_replicas__postgres_restart_under_load_loses_no_decision(
-    replica_db: str, tmp_path: Path
+    own_postgres: OwnPostgres, tmp_path: Path
 ) -> None:
-    command = _restart_or_skip(replica_db)
-    w = World(replica_db)
-    async with replicas.cluster(replica_db, tmp_path) as c:
+    """On a PostgreSQL server of the test's own: restarting it touches nobody else's work."""
+    db_url = own_postgres.url
+    w = World(db_url)
+    async with replicas.cluster(db_url, tmp_path) as c:
         reps = await c.start(3)
         await _ask(c, reps, range(PG_RUNS))
         cards = await _cards(c, w, PG_RUNS)
@@ -343,7 +334,7 @@ async def test_replicas__postgres_restart_under_load_loses_no_decision(
 
         async def restart() -> None:
             await asyncio.sleep(1.0)
-            away = await replicas.restart_postgres(command, replica_db)
+            away = await replicas.restart_postgres(own_postgres.restart_command, db_url)
             print(f"PostgreSQL away for {away:.1f}s")
 
         click_statuses, ask_statuses, _ = await asyncio.gather(

@@ -10,6 +10,7 @@ both dialects, bad input included (a 400 that changes nothing).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,7 @@ import pytest
 from aiohttp import test_utils, web
 
 from bot import config, ids
-from bot.sandbox import app as sandbox_app
-from bot.sandbox import fake_slack, page
+from bot.sandbox import fake_slack, guard, page, routes, runner
 from examples import quotes
 from examples.crm import CRM, TIERS
 from store.engine import Database
@@ -43,7 +43,7 @@ def no_sandbox_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_sandbox_settings__own_database_file_and_the_shared_approvals_channel() -> None:
-    settings = sandbox_app.sandbox_settings(config.load_settings(), QUOTES, API)
+    settings = runner.sandbox_settings(config.load_settings(), QUOTES, API)
 
     assert settings.database_url == "sqlite+aiosqlite:///./signoff-sandbox.db"
     assert settings.database_url != config.load_settings().database_url  # not serve's file
@@ -53,8 +53,8 @@ def test_sandbox_settings__own_database_file_and_the_shared_approvals_channel() 
 
 
 def test_sandbox_settings__fresh_credentials_for_every_process() -> None:
-    first = sandbox_app.sandbox_settings(config.load_settings(), QUOTES, API).require_slack()
-    second = sandbox_app.sandbox_settings(config.load_settings(), QUOTES, API).require_slack()
+    first = runner.sandbox_settings(config.load_settings(), QUOTES, API).require_slack()
+    second = runner.sandbox_settings(config.load_settings(), QUOTES, API).require_slack()
 
     assert first.bot_token.startswith("xoxb-sandbox-") and len(first.signing_secret) == 32
     assert first.bot_token != second.bot_token and first.signing_secret != second.signing_secret
@@ -66,10 +66,10 @@ def test_sandbox_settings__keeps_a_database_and_channel_that_were_chosen(
     chosen = f"sqlite+aiosqlite:///{tmp_path / 'mine.db'}"
     monkeypatch.setenv("SIGNOFF_APPROVALS_CHANNEL", "C0MINE")
 
-    from_env = sandbox_app.sandbox_settings(
+    from_env = runner.sandbox_settings(
         config.load_settings(DATABASE_URL=chosen), QUOTES, API)
     monkeypatch.setenv("DATABASE_URL", "postgres://u@db/x")
-    from_variable = sandbox_app.sandbox_settings(config.load_settings(), QUOTES, API)
+    from_variable = runner.sandbox_settings(config.load_settings(), QUOTES, API)
 
     assert (from_env.database_url, from_env.approvals_channel) == (chosen, "C0MINE")
     assert from_variable.database_url == "postgresql+asyncpg://u@db/x"
@@ -81,11 +81,11 @@ def test_sandbox_settings__keeps_a_database_and_channel_that_were_chosen(
 @pytest.fixture
 async def running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[sandbox_app.Running]:
+) -> AsyncIterator[runner.Running]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(quotes, "_crm", None)  # the example's CRM opens on this sandbox's file
     try:
-        async with sandbox_app.started(config.load_settings(), QUOTES, 0) as found:
+        async with runner.started(config.load_settings(), QUOTES, 0) as found:
             yield found
     finally:
         crm = quotes._crm
@@ -94,19 +94,30 @@ async def running(
 
 
 class PageClient:
-    """The browser's side of the page: its JSON API."""
+    """The browser's side of the page: its JSON API, with the token the page was served."""
 
-    def __init__(self, url: str, http: aiohttp.ClientSession) -> None:
+    def __init__(self, url: str, http: aiohttp.ClientSession, token: str) -> None:
         self.url, self.http = url.rstrip("/"), http
+        self.headers = {guard.TOKEN_HEADER: token}
+
+    @classmethod
+    async def open(cls, url: str, http: aiohttp.ClientSession) -> PageClient:
+        """Load the page, as a browser does, and keep the token it carries."""
+        async with http.get(url) as response:
+            assert response.status == 200
+            html = await response.text()
+        found = re.search(r'name="signoff-sandbox-token" content="([^"]+)"', html)
+        return cls(url, http, found.group(1) if found else "")
 
     async def post(self, path: str, data: object) -> tuple[int, Any]:
-        async with self.http.post(self.url + path, json=data) as response:
+        async with self.http.post(self.url + path, json=data, headers=self.headers) as response:
             if response.content_type == "application/json":
                 return response.status, await response.json()
             return response.status, await response.text()
 
     async def state(self, user: str) -> dict[str, Any]:
-        async with self.http.get(self.url + "/ui/state", params={"user": user}) as response:
+        async with self.http.get(self.url + "/ui/state", params={"user": user},
+                                 headers=self.headers) as response:
             assert response.status == 200
             found: dict[str, Any] = await response.json()
             return found
@@ -142,13 +153,13 @@ def _account(world: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 async def test_sandbox__ask_refuse_approve_and_crm_through_the_page(
-    running: sandbox_app.Running, tmp_path: Path
+    running: runner.Running, tmp_path: Path
 ) -> None:
-    assert running.database_url == sandbox_app.DEFAULT_DATABASE_URL
+    assert running.database_url == runner.DEFAULT_DATABASE_URL
     assert (tmp_path / "signoff-sandbox.db").exists() and not (tmp_path / "signoff.db").exists()
     rep, other = page.REP.id, page.OTHER.id
     async with aiohttp.ClientSession() as http:
-        ui = PageClient(running.url, http)
+        ui = await PageClient.open(running.url, http)
 
         status, answer = await ui.post("/ui/command", {
             "user": rep, "channel": page.APPROVALS_CHANNEL, "text": f"/signoff ask {ASK}"})
@@ -192,11 +203,12 @@ async def test_sandbox__ask_refuse_approve_and_crm_through_the_page(
 
 
 async def test_sandbox__page_requests_without_what_they_need_are_400(
-    running: sandbox_app.Running,
+    running: runner.Running,
 ) -> None:
     async with aiohttp.ClientSession() as http:
-        ui = PageClient(running.url, http)
-        async with http.get(ui.url + "/ui/state", params={"user": "U0NOBODY"}) as response:
+        ui = await PageClient.open(running.url, http)
+        async with http.get(ui.url + "/ui/state", params={"user": "U0NOBODY"},
+                            headers=ui.headers) as response:
             assert response.status == 400
         assert (await ui.post("/ui/command", {"user": "U0NOBODY", "channel": "C1",
                                               "text": "help"}))[0] == 400
@@ -206,6 +218,76 @@ async def test_sandbox__page_requests_without_what_they_need_are_400(
         assert (await ui.post("/ui/submit", ["not", "an", "object"]))[0] == 400
         state = await ui.state(page.REP.id)
         assert state["messages"] == [] and state["ephemerals"] == []
+
+
+# -- only the sandbox's own page drives it -------------------------------------------------
+
+
+async def _waiting_card(ui: PageClient) -> dict[str, Any]:
+    status, _ = await ui.post("/ui/command", {
+        "user": page.REP.id, "channel": page.APPROVALS_CHANNEL, "text": f"/signoff ask {ASK}"})
+    assert status == 200
+
+    async def card_shown() -> dict[str, Any] | None:
+        return _card(await ui.state(page.REP.id))
+
+    card: dict[str, Any] = await _eventually(card_shown)
+    return card
+
+
+def _click_of(card: dict[str, Any]) -> dict[str, Any]:
+    return {"user": page.REP.id, "channel": card["channel"], "ts": card["ts"],
+            "action_id": ids.APPROVE_ACTION, **(_approve_button(card) or {})}
+
+
+async def test_sandbox__another_host_origin_or_no_token_gets_nothing_and_changes_nothing(
+    running: runner.Running,
+) -> None:
+    """DNS rebinding (``Host: evil.example``), another site's page (its ``Origin``, a
+    ``text/plain`` form) and a request without the page's token: no page, no state, no
+    pending token, no click. The same click from the page itself then approves."""
+    async with aiohttp.ClientSession() as http:
+        ui = await PageClient.open(running.url, http)
+        card = await _waiting_card(ui)
+        pending = (_approve_button(card) or {})["value"]
+        port = running.url.rstrip("/").rsplit(":", 1)[1]
+        evil_host = {"Host": f"evil.example:{port}"}
+        evil_origin = {"Origin": "http://evil.example"}
+        refused: list[tuple[int, str]] = []
+        for method, path, headers in [
+            ("GET", "/", evil_host),
+            ("GET", f"/ui/state?user={page.REP.id}", ui.headers | evil_host),
+            ("GET", f"/ui/state?user={page.REP.id}", {}),
+            ("GET", f"/ui/state?user={page.REP.id}", ui.headers | {"Origin": "null"}),
+        ]:
+            async with http.request(method, ui.url + path, headers=headers) as response:
+                refused.append((response.status, await response.text()))
+        posts: list[tuple[dict[str, str], dict[str, Any]]] = [
+            (ui.headers | evil_host, {"json": _click_of(card)}),
+            (ui.headers | evil_origin, {"json": _click_of(card)}),
+            (evil_origin | {"Content-Type": "text/plain"}, {"data": str(_click_of(card))}),
+            ({}, {"json": _click_of(card)}),
+            ({guard.TOKEN_HEADER: "guessed"}, {"json": _click_of(card)}),
+        ]
+        for headers, kwargs in posts:
+            async with http.post(ui.url + "/ui/click", headers=headers, **kwargs) as response:
+                refused.append((response.status, await response.text()))
+        await asyncio.sleep(0.5)  # a click let through would have been delivered by now
+
+        assert [status for status, _ in refused] == [403] * len(refused)
+        assert not any(pending in text or ui.headers[guard.TOKEN_HEADER] in text
+                       for _, text in refused)
+        state = await ui.state(page.REP.id)
+        assert _card(state) is not None and state["world"]["quotes_sent"] == 0
+
+        status, answer = await ui.post("/ui/click", _click_of(card))
+
+        assert status == 200 and answer["status"] == 200, answer
+        await _eventually(lambda: _sent(ui))
+
+
+async def _sent(ui: PageClient) -> bool:
+    return bool((await ui.state(page.REP.id))["world"]["quotes_sent"] == 1)
 
 
 # -- the CRM panel's route, on both dialects -----------------------------------------------
@@ -226,7 +308,8 @@ async def client(crm: CRM) -> AsyncIterator[Client]:
         sandbox = page.Sandbox(
             fake=fake, events_url="http://127.0.0.1:9/slack/events", signing_secret="s" * 32,
             session=session, app_ref=QUOTES, world=page.World(crm=crm, tiers=list(TIERS)))
-        async with test_utils.TestClient(test_utils.TestServer(page.application(sandbox))) as c:
+        async with test_utils.TestClient(test_utils.TestServer(routes.application(sandbox)),
+                                         headers={guard.TOKEN_HEADER: sandbox.ui_token}) as c:
             yield c
 
 
@@ -298,7 +381,8 @@ async def test_crm_route__an_app_without_a_crm_is_404() -> None:
         sandbox = page.Sandbox(fake=fake, events_url="http://127.0.0.1:9/slack/events",
                                signing_secret="s" * 32, session=session,
                                app_ref="examples.purchase:app")
-        async with test_utils.TestClient(test_utils.TestServer(page.application(sandbox))) as c:
+        async with test_utils.TestClient(test_utils.TestServer(routes.application(sandbox)),
+                                         headers={guard.TOKEN_HEADER: sandbox.ui_token}) as c:
             response = await c.post("/ui/crm", json={"account": "Henderson", "tier": "gold"})
             assert response.status == 404
             state = await (await c.get("/ui/state")).json()

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from bot import config, ids
-from bot.sandbox import app as sandbox_app
 from bot.sandbox import page
+from bot.sandbox import runner as sandbox_app
 from examples import quotes
 from tests.bot.test_sandbox_page import (
     ASK,
@@ -56,7 +56,7 @@ async def test_sandbox_socket_mode__quickstart_through_the_page_as_envelopes(
     assert socket is not None and "Socket Mode" in sandbox_app.banner(running)
     rep, other = page.REP.id, page.OTHER.id
     async with aiohttp.ClientSession() as http:
-        ui = PageClient(running.url, http)
+        ui = await PageClient.open(running.url, http)
 
         async def card_shown() -> dict[str, Any] | None:
             return _card(await ui.state(rep))

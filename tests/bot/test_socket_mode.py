@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
@@ -188,3 +189,21 @@ async def test_open_socket_mode__a_refused_app_token_is_not_ready(database_url: 
         assert world.web_app is not None
         with pytest.raises(server.NotReady, match="refused SLACK_APP_TOKEN: service_unavailable"):
             await server.open_socket_mode(world.web_app, world.services.settings)
+
+
+async def test_socket_mode__a_click_from_another_workspace_is_never_acked_and_changes_nothing(
+    world: SocketWorld,
+) -> None:
+    run = await _asked(world)
+    token = run.pending_token or ""
+    fields = dict(parse_qsl(world.click_body(REP, ids.APPROVE_ACTION, token)))
+    payload = json.loads(fields["payload"])
+    payload["team"]["id"] = payload["user"]["team_id"] = "T0ELSEWHERE"
+
+    reply = await world.socket.deliver_form(urlencode({"payload": json.dumps(payload)}))
+    await world.settle()
+
+    # The workspace check is a Bolt middleware: it holds on the socket as over HTTP.
+    assert reply["status"] == 503 and "no ack" in json.dumps(reply)
+    assert (await runs.get(world.db, run.id)).state is RunState.suspended
+    assert has_buttons(world.card(token)) and await world.crm.sent_count() == 0

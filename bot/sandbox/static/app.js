@@ -467,8 +467,11 @@ function log(what, answer) {
   while (list.children.length > 30) list.lastChild.remove();
 }
 
+// The sandbox answers /ui/* only with the token it served this page with.
+const TOKEN = { "X-Sandbox-Token": document.querySelector('meta[name="signoff-sandbox-token"]').content };
+
 async function post(path, body) {
-  const res = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+  const res = await fetch(path, { method: "POST", headers: { ...TOKEN, "Content-Type": "application/json" }, body: JSON.stringify(body) });
   const text = await res.text();
   if (!res.ok) return { status: res.status, body: text };
   return JSON.parse(text);
@@ -476,7 +479,7 @@ async function post(path, body) {
 
 async function refresh() {
   try {
-    const res = await fetch(`/ui/state?user=${encodeURIComponent(ui.user || "")}`, { cache: "no-store" });
+    const res = await fetch(`/ui/state?user=${encodeURIComponent(ui.user || "")}`, { cache: "no-store", headers: TOKEN });
     if (res.ok) {
       ui.state = await res.json();
       if (!ui.user) ui.user = ui.state.user;

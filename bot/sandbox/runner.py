@@ -35,7 +35,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from bot import config, ids, scheduler, server
-from bot.sandbox import fake_slack, page
+from bot.sandbox import fake_slack, page, routes
 from bot.sandbox import socket_mode as socket_mode_standin
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ async def started(
             world=world,
             transport=fake.socket_mode.deliver_form if socket_mode else None,
         )
-        page_port = await stack.enter_async_context(_serving(page.application(sandbox), port))
+        page_port = await stack.enter_async_context(_serving(routes.application(sandbox), port))
         yield Running(
             url=f"http://{HOST}:{page_port}/",
             events_url=events_url,
