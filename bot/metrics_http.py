@@ -7,7 +7,7 @@ counts say how busy the approvals are and who is waiting.
 
 The gauges read from the store (`bot.metrics.from_store`) are refreshed by a
 scrape when the last reading is older than ``STORE_MAX_AGE_SECONDS``, so a
-fleet of scrapers costs the database three grouped counts per interval.
+fleet of scrapers costs the database one read transaction (five counts) per interval.
 """
 
 from __future__ import annotations
