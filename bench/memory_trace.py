@@ -3,7 +3,7 @@
 A debugging aid for ``bench/memory.py``'s "not flat" result, run by hand, never
 by the test suite; it prints and writes nothing. In this one process it builds
 the server exactly as ``signoff serve`` does (``bot.server.build_server`` with
-the quotes example app, the scheduler and its notifier started), serves it on
+the quotes example app, the scheduler and its outbox relay started), serves it on
 127.0.0.1, and drives runs through it with signed requests against the Slack
 stand-in (ask -> card -> Approve -> answered, like ``bench/memory.py``). After
 ``--warmup``, ``--first`` and ``--second`` runs it collects garbage, takes a tracemalloc

@@ -5,7 +5,7 @@ that it does. Listeners, cards and modals import these names instead of
 spelling the strings themselves, so a rename is one edit here plus one in the
 manifest.
 
-Action ids and callback ids are part of the external contract (DESIGN.md):
+Action ids and callback ids are part of signoff's external contract:
 messages already posted in Slack carry them, so changing one orphans every
 card in flight.
 """

@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from prometheus_client import Counter, Gauge, Histogram
 
 from resume import outcomes
-from resume.recovery import RecoveryReport
+from resume.outcomes import RecoveryReport
 from store.stats import Snapshot
 
 # --- Read from the store when scraped (cached; see bot.metrics_http) --------------------
@@ -78,7 +78,7 @@ def refusal_reason(refused: outcomes.Refusal) -> str:
     """A short label: ``expired``, ``unknown``, ``superseded``, ``closed``, ``not_an_approver``,
     ``already_resumed``."""
     if isinstance(refused, outcomes.UnknownOrExpired):
-        return refused.reason
+        return str(refused.reason.value)
     return _snake(type(refused).__name__)
 
 

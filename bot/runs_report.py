@@ -33,7 +33,7 @@ QUESTION_WIDTH = 48
 CELL_WIDTH = 72
 NONE = "-"
 
-_T = TypeVar("_T")
+Record = TypeVar("Record")
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def _scrub(value: Any, tokens: Sequence[str]) -> Any:
     return value
 
 
-def _scrub_record(record: _T, tokens: Sequence[str]) -> _T:
+def _scrub_record(record: Record, tokens: Sequence[str]) -> Record:
     assert dataclasses.is_dataclass(record) and not isinstance(record, type)
     changes = {f.name: _scrub(getattr(record, f.name), tokens) for f in dataclasses.fields(record)}
     return dataclasses.replace(record, **changes)

@@ -5,11 +5,11 @@ One APScheduler ``AsyncIOScheduler`` per process, on the server's event loop:
 ==========  ======================================  ===================================
 job         every                                   does
 ==========  ======================================  ===================================
-expire      SIGNOFF_EXPIRY_INTERVAL_SECONDS          ``resume.expiry.expire_suspended``
-reap        SIGNOFF_REAPER_INTERVAL_SECONDS (+once   ``resume.recovery.recover_orphans``
+expire      SIGNOFF_EXPIRY_INTERVAL_SECONDS          ``resume.expire.expire_suspended``
+reap        SIGNOFF_REAPER_INTERVAL_SECONDS (+once   ``resume.reap.recover_orphans``
             at start)
-outbox      SIGNOFF_OUTBOX_INTERVAL_SECONDS          ``Notifier.deliver`` (one pass)
-purge       SIGNOFF_PURGE_INTERVAL_HOURS             ``resume.retention.purge``
+outbox      SIGNOFF_OUTBOX_INTERVAL_SECONDS          ``Relay.deliver`` (one pass)
+purge       SIGNOFF_PURGE_INTERVAL_HOURS             ``resume.purge.purge``
 ==========  ======================================  ===================================
 
 Every job claims its rows with a guarded UPDATE (or ``SKIP LOCKED``), so any
@@ -19,7 +19,7 @@ missed meanwhile collapse into one. A job that fails (the database is down, a
 bug) is logged with ``extra={"action": "job_failed", "job": ...}`` and runs
 again at its next interval; nothing stops the scheduler.
 
-``start`` also starts the ``Notifier`` loop in kick-only mode and installs
+``start`` also starts the outbox ``Relay`` loop in kick-only mode and installs
 its ``kick`` as ``services.kicker``, so a click's outbox rows go out at once
 instead of at the next outbox interval.
 """
@@ -27,20 +27,20 @@ instead of at the next outbox interval.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import metrics
-from bot.notifier import Notifier
+from bot.outbox.relay import Relay
 from bot.services import Kicker, Services
-from resume.runtime import Runtime
+from resume import expire, purge, reap
 from store import errors
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ Job = Callable[[], Awaitable[object]]
 @dataclass
 class _Started:
     services: Services
-    notifier: Notifier
+    relay: Relay
     #: The ``services.kicker`` that ``start`` replaced, put back by ``stop``.
     previous_kicker: Kicker
     in_flight: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -63,28 +63,24 @@ class _Started:
 _started: WeakKeyDictionary[Any, _Started] = WeakKeyDictionary()
 
 
-def start(services: Services, *, notifier: Notifier | None = None) -> AsyncIOScheduler:
+def start(services: Services, *, relay: Relay | None = None) -> AsyncIOScheduler:
     """Start the jobs on the running event loop; stop them with ``await stop(scheduler)``.
 
-    ``notifier`` defaults to one built from ``services`` (kick-only: the
+    ``relay`` defaults to one built from ``services`` (kick-only: the
     ``outbox`` job is its periodic pass).
     """
     settings, rt = services.settings, services.rt
-    notifier = notifier or Notifier.from_settings(rt.db, services.client, settings,
-                                                  periodic=False)
-    state = _Started(services, notifier, previous_kicker=services.kicker)
+    relay = relay or Relay.from_settings(rt.db, services.client, settings, periodic=False)
+    state = _Started(services, relay, previous_kicker=services.kicker)
     scheduler = AsyncIOScheduler(
         timezone=UTC,
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
     )
     jobs: list[tuple[str, Job, float, bool]] = [
-        ("expire", _resume_job(rt, "resume.expiry", "expire_suspended"),
-         settings.expiry_interval_seconds, False),
-        ("reap", _resume_job(rt, "resume.recovery", "recover_orphans"),
-         settings.reaper_interval_seconds, True),
-        ("outbox", notifier.deliver, settings.outbox_interval_seconds, False),
-        ("purge", _resume_job(rt, "resume.retention", "purge"),
-         settings.purge_interval_hours * 3600, False),
+        ("expire", partial(expire.expire_suspended, rt), settings.expiry_interval_seconds, False),
+        ("reap", partial(reap.recover_orphans, rt), settings.reaper_interval_seconds, True),
+        ("outbox", relay.deliver, settings.outbox_interval_seconds, False),
+        ("purge", partial(purge.purge, rt), settings.purge_interval_hours * 3600, False),
     ]
     for name, job, seconds, at_start in jobs:
         options: dict[str, Any] = {"next_run_time": datetime.now(UTC)} if at_start else {}
@@ -92,15 +88,15 @@ def start(services: Services, *, notifier: Notifier | None = None) -> AsyncIOSch
                           name=name, replace_existing=True, **options)
     scheduler.start()
     _started[scheduler] = state
-    services.kicker = notifier.kick
-    notifier.start()
+    services.kicker = relay.kick
+    relay.start()
     log.info("scheduler started", extra={"action": "scheduler_start", **{
         f"{name}_every_s": seconds for name, _, seconds, _ in jobs}})
     return scheduler
 
 
 async def stop(scheduler: AsyncIOScheduler, *, grace: float = STOP_GRACE_SECONDS) -> None:
-    """Stop scheduling, let jobs in flight finish (up to ``grace`` s), stop the notifier."""
+    """Stop scheduling, let jobs in flight finish (up to ``grace`` s), stop the outbox relay."""
     state = _started.pop(scheduler, None)
     if scheduler.running:
         scheduler.pause()
@@ -112,8 +108,8 @@ async def stop(scheduler: AsyncIOScheduler, *, grace: float = STOP_GRACE_SECONDS
         scheduler.shutdown(wait=False)
         await asyncio.sleep(0)  # AsyncIOScheduler shuts down on the loop's next turn
     if state is not None:
-        await state.notifier.stop()
-        if state.services.kicker == state.notifier.kick:
+        await state.relay.stop()
+        if state.services.kicker == state.relay.kick:
             state.services.kicker = state.previous_kicker
     log.info("scheduler stopped", extra={"action": "scheduler_stop"})
 
@@ -139,21 +135,6 @@ def _guarded(state: _Started, name: str, job: Job) -> Callable[[], Awaitable[Non
 
     run.__name__ = run.__qualname__ = f"signoff_{name}"
     return run
-
-
-def _resume_job(rt: Runtime, module: str, function: str) -> Job:
-    """``module.function(rt)``, imported when the job first runs.
-
-    Imported lazily so that a missing or broken domain module costs that one
-    job (logged at every run), not the whole process.
-    """
-
-    async def call() -> object:
-        target: Callable[[Runtime], Awaitable[object]] = getattr(
-            importlib.import_module(module), function)
-        return await target(rt)
-
-    return call
 
 
 def jobs(scheduler: AsyncIOScheduler) -> dict[str, datetime | None]:

@@ -1,11 +1,16 @@
-"""What the listeners, the notifier and the scheduler share: one object per process.
+"""What the listeners, the outbox relay and the scheduler share: one object per process.
+
+Listeners find it in Bolt's context: ``bot.bolt_app`` installs
+:meth:`Services.into_context` as a global middleware, and a listener callback
+(a module-level function taking ``context``) calls ``Services.of(context)``.
 
 Bolt keeps no reference to the tasks it spawns, and neither does
 ``asyncio.ensure_future``: a task nobody holds may be garbage-collected
-mid-flight. Work started after an ack (``confirmation.proceed``,
-``loop.drive``) goes through :meth:`Services.spawn`, which holds it until it
-ends. None of that work needs to survive a crash here: the run is in the
-store, and the reaper takes over a run whose heartbeat stops.
+mid-flight. The background half of every entry that leaves a run going (ask,
+a click, continue) is its outcome's ``drive``, handed to
+:meth:`Services.carry_on`, which holds it until it ends. None of that work
+needs to survive a crash here: the run is in the store, and the reaper takes
+over a run whose heartbeat stops.
 
 That work is bounded: at most ``SIGNOFF_MAX_CONCURRENT_RUNS`` runs are worked
 on at once, so a burst of clicks does not fill the event loop with resumed
@@ -19,24 +24,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
+from slack_bolt.context.async_context import AsyncBoltContext
+from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.config import Settings
+from resume.drive import Drive
 from resume.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-#: Installed by the notifier: deliver due outbox rows soon (must not block).
+#: Installed by the outbox relay: deliver due outbox rows soon (must not block).
 Kicker = Callable[[], None]
+#: Where :meth:`Services.into_context` puts the services in a request's Bolt context.
+CONTEXT_KEY: Final = "services"
 
 
 def _no_kick() -> None:
-    """Until the notifier installs its hook, the scheduled outbox job delivers."""
+    """Until the outbox relay installs its hook, the scheduled outbox job delivers."""
 
 
 @dataclass
@@ -46,7 +56,7 @@ class Services:
     client: AsyncWebClient
     #: Background work started after an ack, and listeners in flight: held until done.
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
-    #: The notifier's "deliver the outbox now" hook (see :meth:`kick`).
+    #: The outbox relay's "deliver the outbox now" hook (see :meth:`kick`).
     kicker: Kicker = _no_kick
     #: Slots for background work (``SIGNOFF_MAX_CONCURRENT_RUNS``).
     _slots: asyncio.Semaphore = field(init=False, repr=False)
@@ -54,10 +64,33 @@ class Services:
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
 
-    def spawn(self, work: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
-        """Run ``work`` in the background when a slot is free, holding a reference until it
-        ends; kick after. ``work`` is a run this process holds (a drive or a resume)."""
-        task = asyncio.get_running_loop().create_task(self._in_slot(work, name), name=name)
+    async def into_context(
+        self, context: AsyncBoltContext, next_: Callable[[], Awaitable[BoltResponse]]
+    ) -> BoltResponse:
+        """Bolt global middleware (``app.use(services.into_context)``): every listener's
+        context carries these services under ``CONTEXT_KEY``."""
+        context[CONTEXT_KEY] = self
+        return await next_()
+
+    @staticmethod
+    def of(context: AsyncBoltContext) -> Services:
+        """The services :meth:`into_context` put in ``context``."""
+        found = context.get(CONTEXT_KEY)
+        if not isinstance(found, Services):
+            raise LookupError(f"no services under {CONTEXT_KEY!r} in this Bolt context: "
+                              "build the app with bot.bolt_app.build")
+        return found
+
+    def carry_on(self, drive: Drive) -> asyncio.Task[Any]:
+        """Carry the run on in the background, the same way for every entry's ``drive``.
+
+        Kicks the outbox relay first (the entry's own rows, a card update or a
+        continue notice, go out now) and again when the drive ends. The drive
+        waits for a slot; a reference is held until it ends.
+        """
+        self.kick()
+        name = f"drive:{drive.run.id}"
+        task = asyncio.get_running_loop().create_task(self._in_slot(drive.go(), name), name=name)
         self.tasks.add(task)
         task.add_done_callback(self._finished)
         return task
@@ -99,7 +132,7 @@ class Services:
         self.kick()
 
     @asynccontextmanager
-    async def tracked(self) -> AsyncIterator[None]:
+    async def tracked(self) -> AsyncIterator[Services]:
         """Hold the current task (a Bolt listener) while it runs, so :meth:`drain` waits for it.
 
         Enter it *before* ``ack()``: the HTTP response goes out at the ack, and
@@ -107,16 +140,16 @@ class Services:
         """
         task = asyncio.current_task()
         if task is None:
-            yield
+            yield self
             return
         self.tasks.add(task)
         try:
-            yield
+            yield self
         finally:
             self.tasks.discard(task)
 
     def kick(self) -> None:
-        """Ask the notifier to deliver the outbox now rather than at its next interval."""
+        """Ask the outbox relay to deliver now rather than at its next interval."""
         self.kicker()
 
     async def drain(self, timeout: float | None = None) -> None:

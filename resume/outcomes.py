@@ -1,24 +1,65 @@
-"""Named, typed outcomes of the entry points, for the bot to render."""
+"""What each entry of ``resume`` returns: small, typed outcomes for a door to render.
+
+A door (the Slack listeners, the CLI, the scheduler, the HTTP API) calls an
+entry and translates its outcome to its own wire format. An outcome that
+leaves the run running carries a ``drive`` (``resume.drive.Drive``): the door
+awaits ``outcome.drive.go()``, or spawns it after answering, the same way for
+every entry.
+
+==========================  ==========================================================
+entry                       outcome
+==========================  ==========================================================
+``ask.ask``                 ``Asked``
+``decide.refusal``          ``Refusal | None`` (read-only: would a decision be taken?)
+``decide.decide``           ``Claimed | Refusal``
+``proceed.proceed``         ``CallOutcome``
+``grant.grant_continue``    ``Continued | ContinueRefused``
+``cancel.cancel``           ``Cancelled | CancelRefused``
+``expire.expire_suspended`` ``list[Run]`` (the runs as halted)
+``reap.recover_orphans``    ``RecoveryReport``
+``purge.purge``             ``int`` (runs deleted)
+==========================  ==========================================================
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from resume.notices import FieldChange
+from resume.outbox import FieldChange
+from store.reasons import RefusalReason
 from store.records import Run
+
+if TYPE_CHECKING:
+    from resume.drive import Drive
+
+#: What a person decided on a pending request.
+Decision = Literal["approve", "decline"]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The run was created, running and held by this process; ``drive`` carries it on."""
+
+    run: Run
+    drive: Drive
+
+
+# A decision that changed nothing: why.
 
 
 @dataclass(frozen=True)
 class UnknownOrExpired:
-    """The token names no open request: never issued, expired, or superseded."""
+    """The token names no open request: never issued, expired, superseded or closed."""
 
-    reason: Literal["unknown", "expired", "superseded", "closed"]
+    reason: RefusalReason
 
 
 @dataclass(frozen=True)
 class NotAnApprover:
+    """The approvers policy of the tool does not include ``actor``."""
+
     actor: str
     requester: str
     approvers: list[str] | None  #: None: only the requester, or ``policy``
@@ -27,43 +68,60 @@ class NotAnApprover:
 
 @dataclass(frozen=True)
 class AlreadyResumed:
+    """Someone decided first: what, who and when."""
+
     decision: str
     by: str
     at: datetime
 
 
+Refusal = UnknownOrExpired | NotAnApprover | AlreadyResumed
+
+
 @dataclass(frozen=True)
 class Claimed:
-    """The click won; the run is running again under this process's lease."""
+    """The decision won; the run is running again under this process's lease.
+
+    ``drive`` carries it on (``proceed.proceed`` does, and says what became of ``call_id``).
+    """
 
     run: Run
     call_id: str
-    decision: Literal["approve", "decline"]
+    decision: Decision
+    drive: Drive
 
 
-# What happened to the approved call once the run resumed.
+# What happened to the decided call once the run went on.
 
 
 @dataclass(frozen=True)
 class Executed:
+    """The tool ran (or was found to have run) and succeeded."""
+
     run: Run
     result: object
 
 
 @dataclass(frozen=True)
 class Declined:
+    """The decline (and its reason) went to the model as the call's result."""
+
     run: Run
     reason: str | None
 
 
 @dataclass(frozen=True)
 class DetailsChanged:
+    """The preview changed since the card was shown: a new card asks again."""
+
     run: Run
     changes: list[FieldChange]
 
 
 @dataclass(frozen=True)
 class Blocked:
+    """The tool's guard refused the call against the world as it is now."""
+
     run: Run
     code: str
     message: str
@@ -71,6 +129,8 @@ class Blocked:
 
 @dataclass(frozen=True)
 class NoLongerPermitted:
+    """The requester's scope no longer permits the tool: the run halted."""
+
     run: Run
 
 
@@ -82,4 +142,52 @@ class Stopped:
 
 
 CallOutcome = Executed | Declined | DetailsChanged | Blocked | NoLongerPermitted | Stopped
-Refusal = UnknownOrExpired | NotAnApprover | AlreadyResumed
+
+
+@dataclass(frozen=True)
+class Continued:
+    """The grant was made; ``drive`` carries the running run on."""
+
+    run: Run
+    previous_reason: str | None
+    old_limits: dict[str, Any]
+    new_limits: dict[str, Any]
+    drive: Drive
+
+
+@dataclass(frozen=True)
+class ContinueRefused:
+    """``not_found`` (missing, or someone else's) or ``not_halted``; nothing granted."""
+
+    reason: RefusalReason
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The run failed ``cancelled``; an open card lost its buttons."""
+
+    run: Run
+
+
+@dataclass(frozen=True)
+class CancelRefused:
+    """``not_found`` or ``not_cancellable`` (running, answered or failed); nothing changed."""
+
+    reason: RefusalReason
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """One reaper pass."""
+
+    #: Runs taken over and driven, as they stood when their drive stopped.
+    recovered: list[Run] = field(default_factory=list)
+    #: Runs that hit the recovery cap and were failed ``recovery_exhausted``.
+    exhausted: list[Run] = field(default_factory=list)
+    #: Ids of runs taken over whose drive stopped on an unreachable database;
+    #: they stay ``running`` and the next pass takes them over again.
+    interrupted: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.recovered or self.exhausted or self.interrupted)

@@ -8,8 +8,8 @@ from sqlalchemy import func, select
 
 from store import schema
 from store.engine import Database
-from store.runs import state_is
 from store.states import LedgerStatus, OutboxState, RunState
+from store.transitions import state_is
 
 __all__ = ["Snapshot", "snapshot"]
 

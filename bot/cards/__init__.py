@@ -1,4 +1,6 @@
-"""Block Kit rendering of signoff's outbox payloads: every message a person reads."""
+"""Every text a person reads in Slack: the cards and notices the outbox posts
+(Block Kit), the replies to clicks and `/signoff` (``replies``), and the decline
+form (``decline_form``)."""
 
 from bot.cards.approval import approval_card, resolved_card
 from bot.cards.help import help_text

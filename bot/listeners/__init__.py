@@ -1,5 +1,18 @@
-"""Slack listeners: each module has ``register(app, services)``; ``bot.app`` wires them."""
+"""Slack listeners: module-level callbacks that reach the services through Bolt's context.
 
-from bot.listeners import approvals, commands, decline_modal
+As in Slack's bolt-python starter template, each feature module has
+``register(app)``, which only attaches its callbacks; ``register`` here calls them all.
+"""
 
-__all__ = ["approvals", "commands", "decline_modal"]
+from slack_bolt.async_app import AsyncApp
+
+from bot.listeners import buttons, commands, decline_reason
+
+__all__ = ["buttons", "commands", "decline_reason", "register"]
+
+
+def register(app: AsyncApp) -> None:
+    """Attach every listener; the services come from the middleware ``bot.bolt_app`` installs."""
+    buttons.register(app)
+    decline_reason.register(app)
+    commands.register(app)

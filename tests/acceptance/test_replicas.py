@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot import replies
+from bot.cards import replies
 from tests.acceptance import ledger_summary, replicas
 from tests.acceptance.conftest import OwnPostgres
 from tests.acceptance.replicas import Card, Cluster, Replica, World, event_data, until
@@ -346,7 +346,7 @@ async def test_replicas__postgres_restart_under_load_loses_no_decision(
         # People told "could not reach its database" try again; nobody else needs to.
         retried = await _retry_told(c, w, reps, cards)
         # No waiting out leases: a delivery cut off by the restart holds its outcome
-        # and settles it when the database is back (see bot.notifier._settle).
+        # and settles it when the database is back (see bot.outbox.attempt._settle).
         await _cards(c, w, PG_ASKS)
         for i, card in enumerate(await w.open_cards()):
             assert await c.click(reps[i % 3], card) == 200

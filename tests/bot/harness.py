@@ -20,12 +20,13 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from bot import config, ids, notifier, server
+from bot import config, ids, server
+from bot.outbox import relay
 from bot.sandbox import FakeSlack, fake_slack, signing
 from bot.services import Services
 from examples import quotes
 from examples.crm import CRM
-from resume.app import App
+from resume.apps import App
 from resume.model import Model
 from store import approvals, engine
 from store.records import Approval
@@ -126,7 +127,7 @@ class BotWorld:
     async def deliver(self, now: datetime | None = None) -> None:
         """Deliver every outbox row due at ``now`` (default: now) to the stand-in."""
         for _ in range(100):
-            report = await notifier.deliver_due(self.db, self.services.client, now=now)
+            report = await relay.deliver_due(self.db, self.services.client, now=now)
             if report.picked == 0:
                 return
         raise AssertionError("the outbox never emptied")

@@ -1,6 +1,6 @@
 """The bot's Slack client rides out a 429, a 5xx and a dropped connection on its own.
 
-``bot.app.web_client`` is the one client `signoff serve` builds (the notifier
+``bot.bolt_app.web_client`` is the one client `signoff serve` builds (the outbox relay
 uses it, and Bolt copies its retry handlers into every per-request client), so
 these tests build it from ``Settings`` and point it at the Slack stand-in.
 """
@@ -20,7 +20,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
     AsyncServerErrorRetryHandler,
 )
 
-from bot import app, config, ids
+from bot import bolt_app, config, ids
 from bot.sandbox import fake_slack
 from store import runs
 from store.states import RunState
@@ -78,12 +78,12 @@ class DropFirst:
 
 
 def test_web_client__retries_rate_limits_server_errors_and_resets() -> None:
-    client = app.web_client(_settings("http://127.0.0.1:1/api/"))
+    client = bolt_app.web_client(_settings("http://127.0.0.1:1/api/"))
     kinds = {type(h): h.max_retry_count for h in client.retry_handlers}
     assert kinds == {
-        AsyncRateLimitErrorRetryHandler: app.RATE_LIMIT_RETRIES,
-        AsyncServerErrorRetryHandler: app.SERVER_ERROR_RETRIES,
-        AsyncConnectionErrorRetryHandler: app.CONNECTION_RETRIES,
+        AsyncRateLimitErrorRetryHandler: bolt_app.RATE_LIMIT_RETRIES,
+        AsyncServerErrorRetryHandler: bolt_app.SERVER_ERROR_RETRIES,
+        AsyncConnectionErrorRetryHandler: bolt_app.CONNECTION_RETRIES,
     }
     assert all(n >= 1 for n in kinds.values())
 
@@ -91,7 +91,7 @@ def test_web_client__retries_rate_limits_server_errors_and_resets() -> None:
 async def test_web_client__a_429_waits_out_retry_after_and_posts_once(
     fake: fake_slack.FakeSlack,
 ) -> None:
-    client = app.web_client(_settings(fake.api_url))
+    client = bolt_app.web_client(_settings(fake.api_url))
     fake.fail_next("chat.postMessage", status=429, retry_after=1)
     started = time.monotonic()
 
@@ -107,7 +107,7 @@ async def test_web_client__a_429_waits_out_retry_after_and_posts_once(
 async def test_web_client__a_server_error_is_retried_and_posts_once(
     fake: fake_slack.FakeSlack, status: int
 ) -> None:
-    client = app.web_client(_settings(fake.api_url))
+    client = bolt_app.web_client(_settings(fake.api_url))
     fake.fail_next("chat.postMessage", status=status)
 
     await client.chat_postMessage(channel=APPROVALS, text="approve?")
@@ -121,7 +121,7 @@ async def test_web_client__a_reset_connection_is_retried_and_posts_once(
 ) -> None:
     relay = DropFirst(urlsplit(fake.api_url).port or 0)
     async with relay as api_url:
-        client = app.web_client(_settings(api_url))
+        client = bolt_app.web_client(_settings(api_url))
         await client.chat_postMessage(channel=APPROVALS, text="approve?")
 
     assert relay.dropped == 1

@@ -16,13 +16,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import notifier
+from bot.outbox import relay
 from bot.sandbox import fake_slack
-from resume import confirmation, starting
 from store import approvals, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow, Run
 from store.states import OutboxState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 APPROVALS = "C0APPROVALS"
@@ -43,7 +43,7 @@ def client(fake: fake_slack.FakeSlack) -> AsyncWebClient:
 
 async def _suspended(db: Database, channel: str | None = APPROVALS) -> tuple[QuotesWorld, Run]:
     world = await quotes_world(db, approvals_channel=channel)
-    run = await starting.start(world.rt, REP, ASK)
+    run = await journeys.start(world.rt, REP, ASK)
     assert run.pending_token is not None
     return world, run
 
@@ -67,7 +67,7 @@ async def test_deliver_due__card_then_update_then_answer_in_the_cards_thread(
 ) -> None:
     world, run = await _suspended(db)
 
-    report = await notifier.deliver_due(db, client, now=_now())
+    report = await relay.deliver_due(db, client, now=_now())
 
     assert (report.sent, report.retried, report.dead) == (1, 0, 0)
     [card] = fake.messages(APPROVALS)
@@ -77,8 +77,8 @@ async def test_deliver_due__card_then_update_then_answer_in_the_cards_thread(
     stored = await runs.get(db, run.id)
     assert (stored.slack_channel, stored.slack_ts) == (APPROVALS, card.ts)
 
-    await confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
-    report = await notifier.deliver_due(db, client, now=_now())
+    await journeys.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
+    report = await relay.deliver_due(db, client, now=_now())
 
     assert report.sent == 2
     [card, answer] = fake.messages(APPROVALS)
@@ -95,7 +95,7 @@ async def test_deliver_due__card_without_a_channel_is_a_dm_to_the_requester(
 ) -> None:
     _, run = await _suspended(db, channel=None)
 
-    await notifier.deliver_due(db, client, now=_now())
+    await relay.deliver_due(db, client, now=_now())
 
     [card] = fake.messages(fake_slack.dm_channel(REP))
     assert (run.pending_token or "?") in json.dumps(card.blocks)
@@ -109,16 +109,16 @@ async def test_deliver_due__429_waits_for_retry_after_then_posts_once(
     fake.fail_next("chat.postMessage", status=429, retry_after=7)
     now = _now()
 
-    report = await notifier.deliver_due(db, client, now=now)
+    report = await relay.deliver_due(db, client, now=now)
 
     assert (report.retried, report.stopped_by) == (1, "429 ratelimited")
     row = await _row(db, run.id, "approval_card")
     assert row.state is OutboxState.pending and row.last_error == "429 ratelimited"
     assert row.next_attempt_at == now + timedelta(seconds=7)
-    assert (await notifier.deliver_due(db, client, now=now + timedelta(seconds=6))).picked == 0
+    assert (await relay.deliver_due(db, client, now=now + timedelta(seconds=6))).picked == 0
     assert fake.messages() == []
 
-    report = await notifier.deliver_due(db, client, now=now + timedelta(seconds=7))
+    report = await relay.deliver_due(db, client, now=now + timedelta(seconds=7))
 
     assert report.sent == 1 and len(fake.messages(APPROVALS)) == 1
     row = await _row(db, run.id, "approval_card")
@@ -134,14 +134,14 @@ async def test_deliver_due__burst_of_500s_backs_off_and_posts_once(
     waits: list[timedelta] = []
 
     for _ in range(4):
-        report = await notifier.deliver_due(db, client, now=now)
+        report = await relay.deliver_due(db, client, now=now)
         assert report.retried == 1 and report.stopped_by == "500 fatal_error"
         row = await _row(db, run.id, "approval_card")
         waits.append(row.next_attempt_at - now)
-        assert (await notifier.deliver_due(db, client, now=row.next_attempt_at
+        assert (await relay.deliver_due(db, client, now=row.next_attempt_at
                                            - timedelta(milliseconds=1))).picked == 0
         now = row.next_attempt_at
-    report = await notifier.deliver_due(db, client, now=now)
+    report = await relay.deliver_due(db, client, now=now)
 
     assert report.sent == 1 and len(fake.messages(APPROVALS)) == 1
     # Exponential with jitter: 2**n seconds, between half and all of it.
@@ -159,9 +159,9 @@ async def test_deliver_due__dead_letter_after_max_attempts_is_logged(
     fake.fail_next("chat.postMessage", status=503, count=100)
     now = _now()
 
-    with caplog.at_level(logging.WARNING, logger="bot.notifier"):
+    with caplog.at_level(logging.WARNING, logger="bot.outbox.attempt"):
         for _ in range(3):
-            await notifier.deliver_due(db, client, now=now, max_attempts=3)
+            await relay.deliver_due(db, client, now=now, max_attempts=3)
             now += timedelta(minutes=10)
 
     row = await _row(db, run.id, "approval_card")
@@ -171,7 +171,7 @@ async def test_deliver_due__dead_letter_after_max_attempts_is_logged(
     assert len(dead) == 1 and dead[0].levelno == logging.ERROR
     assert getattr(dead[0], "outbox_id", None) == row.id
     assert getattr(dead[0], "run_id", None) == run.id
-    assert (await notifier.deliver_due(db, client, now=now + timedelta(hours=1))).picked == 0
+    assert (await relay.deliver_due(db, client, now=now + timedelta(hours=1))).picked == 0
     assert fake.messages() == []
 
 
@@ -181,14 +181,14 @@ async def test_deliver_due__channel_not_found_is_dead_at_once_and_its_update_ski
     world, run = await _suspended(db)
     fake.fail_next("chat.postMessage", error="channel_not_found")
 
-    report = await notifier.deliver_due(db, client, now=_now())
+    report = await relay.deliver_due(db, client, now=_now())
 
     assert report.dead == 1 and report.stopped_by is None
     row = await _row(db, run.id, "approval_card")
     assert (row.state, row.attempts, row.last_error) == (OutboxState.dead, 1, "channel_not_found")
 
-    await confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
-    await notifier.deliver_due(db, client, now=_now())
+    await journeys.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
+    await relay.deliver_due(db, client, now=_now())
 
     # The card never existed, so there is nothing to update; the answer still goes out.
     assert fake.calls("chat.update") == []
@@ -205,7 +205,7 @@ async def test_deliver_due__card_posted_before_a_crash_is_not_posted_again(
     await approvals.set_card_ref(db, run.pending_token or "", APPROVALS, "1700000000.000100")
     assert (await _row(db, run.id, "approval_card")).state is OutboxState.pending
 
-    report = await notifier.deliver_due(db, client, now=_now())
+    report = await relay.deliver_due(db, client, now=_now())
 
     assert report.sent == 1
     assert fake.calls("chat.postMessage") == []
@@ -214,19 +214,19 @@ async def test_deliver_due__card_posted_before_a_crash_is_not_posted_again(
     assert (stored.slack_channel, stored.slack_ts) == (APPROVALS, "1700000000.000100")
 
 
-async def test_notifier__an_outage_loses_nothing(
+async def test_relay__an_outage_loses_nothing(
     db: Database, fake: fake_slack.FakeSlack, client: AsyncWebClient
 ) -> None:
     world = await quotes_world(db, approvals_channel=APPROVALS)
-    started = [await starting.start(world.rt, REP, ASK) for _ in range(3)]
-    await confirmation.resume_after_confirmation(world.rt, started[0].pending_token or "",
+    started = [await journeys.start(world.rt, REP, ASK) for _ in range(3)]
+    await journeys.resume_after_confirmation(world.rt, started[0].pending_token or "",
                                                  "approve", REP)
     enqueued = sum([len(await outbox.for_run(db, r.id)) for r in started])
     assert enqueued == 3 + 2  # three cards; one update and one answer
     # Far more failures than any row may have: only Slack answering again ends it.
     fake.fail_next("*", status=500, count=30)
     fake.fail_next("*", status=429, retry_after=3, count=5)
-    deliverer = notifier.Notifier(db, client, interval=None, max_attempts=3)
+    deliverer = relay.Relay(db, client, interval=None, max_attempts=3)
     now = _now()
 
     for _ in range(60):
@@ -240,16 +240,16 @@ async def test_notifier__an_outage_loses_nothing(
     assert len(fake.calls("auth.test")) > 30  # the outage was waited out by probing
 
 
-async def test_notifier__kick_delivers_without_waiting_for_the_interval(
+async def test_relay__kick_delivers_without_waiting_for_the_interval(
     db: Database, fake: fake_slack.FakeSlack, client: AsyncWebClient
 ) -> None:
     world = await quotes_world(db, approvals_channel=APPROVALS)
-    loop = notifier.Notifier(db, client, interval=None)  # kicks only
+    loop = relay.Relay(db, client, interval=None)  # kicks only
     loop.start()
     try:
         await asyncio.sleep(0.05)  # the first pass runs at start and finds nothing
         assert fake.messages() == []
-        run = await starting.start(world.rt, REP, ASK)
+        run = await journeys.start(world.rt, REP, ASK)
         loop.kick()
         for _ in range(200):
             if fake.messages(APPROVALS):

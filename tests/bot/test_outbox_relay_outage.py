@@ -16,13 +16,13 @@ import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 from sqlalchemy import event
 
-from bot import notifier
+from bot.outbox import relay
 from bot.sandbox import fake_slack
-from resume import starting
 from store import errors, outbox
 from store.engine import Database
 from store.records import Run
 from store.states import OutboxState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 from tests.tcp_proxy import Proxy
 
@@ -56,11 +56,11 @@ async def _card_waiting(
 ) -> tuple[Run, AsyncWebClient]:
     """A quote run suspended with its card in the outbox; a client for the stand-in Slack."""
     world = await quotes_world(db, approvals_channel=APPROVALS)
-    run = await starting.start(world.rt, "U0REP", ASK)
+    run = await journeys.start(world.rt, "U0REP", ASK)
     return run, AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
 
 
-async def test_notifier__a_sent_card_is_marked_sent_through_an_outage_not_posted_again(
+async def test_relay__a_sent_card_is_marked_sent_through_an_outage_not_posted_again(
     pg_outage: tuple[Proxy, Database, Database], fake: fake_slack.FakeSlack,
 ) -> None:
     proxy, through, direct = pg_outage
@@ -69,18 +69,18 @@ async def test_notifier__a_sent_card_is_marked_sent_through_an_outage_not_posted
     fired = _cut_before(proxy, through, "SET state=", for_seconds=1.0)
     now = datetime.now(UTC) + timedelta(seconds=1)
 
-    report = await notifier.deliver_due(through, client, now=now)
+    report = await relay.deliver_due(through, client, now=now)
 
     assert fired and proxy.refused > 0  # the outage hit the "sent" mark
     assert report.sent == 1
     [row] = await outbox.for_run(direct, run.id)
     assert row.state is OutboxState.sent
     # A later pass, long after any lease, finds nothing to post again.
-    await notifier.deliver_due(through, client, now=now + timedelta(hours=1))
+    await relay.deliver_due(through, client, now=now + timedelta(hours=1))
     assert len(fake.messages(APPROVALS)) == 1
 
 
-async def test_notifier__a_row_cut_off_before_posting_is_handed_back_not_left_leased(
+async def test_relay__a_row_cut_off_before_posting_is_handed_back_not_left_leased(
     pg_outage: tuple[Proxy, Database, Database], fake: fake_slack.FakeSlack,
 ) -> None:
     proxy, through, direct = pg_outage
@@ -90,11 +90,11 @@ async def test_notifier__a_row_cut_off_before_posting_is_handed_back_not_left_le
     now = datetime.now(UTC) + timedelta(seconds=1)
 
     with pytest.raises(errors.DatabaseUnavailable):
-        await notifier.deliver_due(through, client, now=now)
+        await relay.deliver_due(through, client, now=now)
     assert fired and fake.messages(APPROVALS) == []
 
     # The next pass, seconds later (not after the five-minute lease), posts it.
-    report = await notifier.deliver_due(through, client, now=now + timedelta(seconds=2))
+    report = await relay.deliver_due(through, client, now=now + timedelta(seconds=2))
 
     assert report.sent == 1
     [row] = await outbox.for_run(direct, run.id)

@@ -1,6 +1,9 @@
 """The Bolt app: a Web API client pointed at ``SLACK_API_URL``, and the listeners wired in.
 
-Only wiring lives here; each listener module has ``register(app, services)``.
+Only wiring lives here, as in Slack's bolt-python starter template: one global
+middleware puts the process's :class:`~bot.services.Services` in every
+request's context, and ``listeners.register(app)`` attaches the module-level
+listener callbacks, which find the services there.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ def web_client(settings: config.Settings) -> AsyncWebClient:
 
 
 def build(services: Services) -> AsyncApp:
-    """The AsyncApp with signature verification on and every listener registered.
+    """The AsyncApp with signature verification on, ``services`` in every request's context,
+    and every listener registered.
 
     ``process_before_response=False``: the HTTP response goes out when a
     listener acks; the listener carries on after it.
@@ -55,7 +59,6 @@ def build(services: Services) -> AsyncApp:
         name="signoff",
     )
     app.use(workspace.only_own_workspace)  # before every listener, on every door
-    listeners.approvals.register(app, services)
-    listeners.decline_modal.register(app, services)
-    listeners.commands.register(app, services)
+    app.use(services.into_context)
+    listeners.register(app)
     return app

@@ -1,0 +1,115 @@
+"""Click path: the files of bot/, resume/ and store/ an Approve click passes through.
+
+One signed Approve click through the real server (``tests/bot/harness.py``:
+real HTTP, signature verification on, the quotes example, the Slack stand-in),
+traced with ``sys.setprofile`` from the request until the tool (the quotes
+``send``) is called. Only fresh calls count: a coroutine resuming after an
+``await`` is not a new visit. ``bot/sandbox/`` (the stand-in) is left out.
+
+Prints the files in the order they are first entered, the count per package,
+and every call that goes upward (store -> resume, resume -> bot, store -> bot).
+
+    python -m bench.click_path
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dis
+import sys
+import tempfile
+from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
+
+from bot import ids
+from store import runs
+from tests.bot import harness
+
+ROOT = Path(__file__).resolve().parent.parent
+#: Layers, outermost first: a call from a later one to an earlier one goes upward.
+LAYERS = ("bot", "resume", "store")
+#: The tool whose call ends the trace: the quotes app's ``send_quote``.
+TOOL_FILE, TOOL_FUNCTION = "examples/quotes.py", "send"
+
+_first_resume: dict[CodeType, int] = {}
+
+
+def _repo_file(filename: str) -> str | None:
+    """``bot/x.py`` for a file of one of the layers (the stand-in excluded), else None."""
+    try:
+        relative = Path(filename).resolve().relative_to(ROOT).as_posix()
+    except ValueError:
+        return None
+    if relative.startswith("bot/sandbox/") or relative.split("/")[0] not in LAYERS:
+        return None
+    return relative
+
+
+def _fresh(frame: FrameType) -> bool:
+    """True for a call, False for a coroutine or generator resuming."""
+    code = frame.f_code
+    if code not in _first_resume:
+        _first_resume[code] = next(
+            (i.offset for i in dis.get_instructions(code) if i.opname == "RESUME"), 0)
+    return frame.f_lasti <= _first_resume[code]
+
+
+def _layer(path: str) -> int:
+    return LAYERS.index(path.split("/")[0])
+
+
+class Trace:
+    def __init__(self) -> None:
+        self.order: list[str] = []
+        self.upward: dict[tuple[str, str], int] = {}
+        self.tool_ran = False
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if self.tool_ran or event != "call":
+            return
+        code = frame.f_code
+        if code.co_filename.endswith(TOOL_FILE) and code.co_name == TOOL_FUNCTION:
+            self.tool_ran = True
+            return
+        path = _repo_file(code.co_filename)
+        if path is None or not _fresh(frame):
+            return
+        if path not in self.order:
+            self.order.append(path)
+        caller = frame.f_back
+        while caller is not None and _repo_file(caller.f_code.co_filename) is None:
+            caller = caller.f_back
+        caller_path = _repo_file(caller.f_code.co_filename) if caller is not None else None
+        if caller_path is not None and _layer(caller_path) > _layer(path):
+            key = (caller_path, path)
+            self.upward[key] = self.upward.get(key, 0) + 1
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with harness.bot_world(f"sqlite+aiosqlite:///{tmp}/signoff.db") as world:
+            await world.command(harness.REP, f"ask {harness.ASK}")
+            await world.deliver()
+            [run] = await runs.list_runs(world.db, limit=1)
+            body = world.click_body(harness.REP, ids.APPROVE_ACTION, run.pending_token or "")
+            trace = Trace()
+            sys.setprofile(trace)
+            try:
+                await world.post(body)
+                await world.settle()
+            finally:
+                sys.setprofile(None)
+    if not trace.tool_ran:
+        raise SystemExit("the tool never ran: nothing measured")
+    for n, path in enumerate(trace.order, 1):
+        print(f"{n:3} {path}")
+    counts = {layer: sum(p.split("/")[0] == layer for p in trace.order) for layer in LAYERS}
+    print(f"files: {len(trace.order)} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    print("upward calls:", "none" if not trace.upward else "")
+    for (caller, callee), times in sorted(trace.upward.items()):
+        print(f"    {caller} -> {callee}: {times}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
