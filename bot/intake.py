@@ -12,9 +12,11 @@ answers 500. This middleware, on ``POST /slack/events`` only, answers first:
   the requests the bot handles (``bot.payloads``): not UTF-8, nested too deep,
   of a payload type, command, action or callback id signoff has no listener
   for, or missing a field the listeners read;
-- 409 ``{"error": "request already seen"}`` for the same signed bytes (same
-  timestamp and signature) a second time, on this replica or another one
-  sharing the database (``store.seen``). A replayed click is refused here too.
+- 409 ``{"error": "request already seen"}`` for the same signed slash command
+  (same timestamp and signature) a second time, on this replica or another one
+  sharing the database (``store.seen``). Clicks and decline submissions are not
+  recorded: each carries a single-use token, so a replay is told the request was
+  already decided and changes nothing, and the click's ack waits on no write.
 
 Everything else goes to Bolt unchanged, which verifies the signature again.
 """
@@ -67,7 +69,8 @@ def middleware(path: str, signing_secret: str, db: Database | None = None) -> Mi
         if why is not None:
             _refused("malformed_request", request, why)
             return web.json_response({"error": "malformed request"}, status=400)
-        if seen is not None and not await _first_sight(seen, stamp, request):
+        if (seen is not None and payloads.is_command(raw, request.content_type)
+                and not await _first_sight(seen, stamp, request)):
             _refused("replayed_request", request)
             return web.json_response({"error": "request already seen"}, status=409)
         return await handler(request)

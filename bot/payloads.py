@@ -57,6 +57,22 @@ def problem(raw: bytes, content_type: str | None) -> str | None:
     return check(body)
 
 
+def is_command(raw: bytes, content_type: str | None) -> bool:
+    """A slash command: the one kind of request a replay could repeat.
+
+    A click or a decline-reason submission carries a single-use pending token,
+    so its replay is answered "already decided" and changes nothing; it is not
+    recorded, which keeps the click's ack free of a database write.
+    """
+    if content_type != "application/x-www-form-urlencoded":
+        return False
+    try:
+        body = parse_body(raw.decode("utf-8"), content_type)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(body, dict) and "command" in body
+
+
 def _depth(value: Any) -> int:
     """How deep objects and lists nest in ``value``, without recursing."""
     deepest, stack = 0, [(value, 1)]

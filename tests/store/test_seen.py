@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from sqlalchemy import func, select
@@ -52,3 +53,19 @@ async def test_seen__recording_prunes_old_pairs_on_its_own(db: Database) -> None
     assert await door.first_sight(now, SIG)
 
     assert await _rows(db) == 1
+
+
+async def test_seen__concurrent_pairs_share_one_write_and_each_gets_its_answer(
+    db: Database,
+) -> None:
+    now = int(time.time())
+    seen = SeenRequests(db, keep_seconds=360)
+    pairs = [(now, f"v0={i:064d}") for i in range(30)]
+    assert await seen.first_sight(*pairs[0])
+
+    # Every pair at once, some twice, one already recorded: new exactly once each.
+    answers = await asyncio.gather(*(seen.first_sight(*p) for p in [*pairs, *pairs[5:10]]))
+
+    assert answers[0] is False
+    assert answers[1:30] == [True] * 29 and answers[30:] == [False] * 5
+    assert await _rows(db) == 30
