@@ -141,7 +141,7 @@ def _expiry_line(card: ApprovalCard) -> str:
 def _approvers_line(card: ApprovalCard) -> str:
     """`Approvers: <@A>, <@B>` — only when someone other than the requester decides."""
     if card.approvers_policy:
-        return f"Approvers: {mrkdwn.escape(card.approvers_policy)}"
+        return f"Approvers: {mrkdwn.escape(mrkdwn.one_line(card.approvers_policy))}"
     if not card.approvers or card.approvers == [card.requester]:
         return ""
     return f"Approvers: {mrkdwn.mentions(card.approvers, most=APPROVERS_MAX)}"

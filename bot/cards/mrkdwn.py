@@ -26,9 +26,11 @@ _CONTROLS = dict.fromkeys([
     0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF,
 ])
 # mrkdwn has no backslash escape: its control characters become look-alikes that
-# format nothing (`*bold*`, `_italic_`, `~strike~`, `code`, `:emoji:`).
-_INERT = str.maketrans({"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb",
-                        ":": "\ua789"})
+# format nothing (`*bold*`, `_italic_`, `~strike~`, `code`).
+_INERT = str.maketrans({"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"})
+# A colon that opens an `:emoji:` code or a `scheme://` link; other colons read as they are.
+_CODE_COLON = re.compile(r":(?=//|[^\s:]+:)")
+_COLON_STAND_IN = "\ua789"
 # A quote marker (already an entity) at the start of a line.
 _LINE_QUOTE = re.compile(r"(?m)^([ \t]*)&gt;")
 _QUOTE_STAND_IN = "\uff1e"
@@ -50,11 +52,12 @@ def slack_len(text: str) -> int:
 def escape(text: str) -> str:
     """Make text from a person, a tool or a model inert in mrkdwn.
 
-    `&`, `<`, `>` become entities; `*`, `_`, `~`, backtick and `:` become
-    look-alikes that format nothing; a `>` starting a line cannot open a
-    quote. The result is also `sendable` (no bidi or zero-width controls).
+    `&`, `<`, `>` become entities; `*`, `_`, `~`, backtick, and a colon that
+    would open an emoji code or a link, become look-alikes that format
+    nothing; a `>` starting a line cannot open a quote. The result is also
+    `sendable` (no bidi or zero-width controls).
     """
-    inert = entities(text).translate(_INERT)
+    inert = _CODE_COLON.sub(_COLON_STAND_IN, entities(text).translate(_INERT))
     return _LINE_QUOTE.sub(lambda m: m.group(1) + _QUOTE_STAND_IN, inert)
 
 
@@ -119,7 +122,7 @@ def mention(user_id: str) -> str:
     """`<@U123>` for a Slack user id; anything that is not one is shown inert."""
     if _USER_ID.fullmatch(user_id):
         return f"<@{user_id}>"
-    return escape(user_id)
+    return escape(one_line(user_id))
 
 
 def mentions(user_ids: list[str], *, most: int = 10) -> str:

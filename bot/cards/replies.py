@@ -183,7 +183,7 @@ def refusal(refused: outcomes.Refusal) -> str:
                 f"{mrkdwn.date(refused.at.timestamp())}.")
     if isinstance(refused, outcomes.NotAnApprover):
         who = (mrkdwn.mentions(refused.approvers) if refused.approvers
-               else mrkdwn.escape(refused.policy) if refused.policy
+               else mrkdwn.escape(mrkdwn.one_line(refused.policy)) if refused.policy
                else mrkdwn.mention(refused.requester))
         return f"You can't decide this request: only {who} can. Nothing changed."
     return _UNKNOWN[refused.reason]
