@@ -61,7 +61,7 @@ async def make(
             SlackObjectFormationError) as exc:
         return await _dead(db, row, f"{type(exc).__name__}: {exc}")
     except slack_sender.PostedUnrecorded:
-        raise  # in Slack, not in the store: the lease holds off a second post a while longer
+        raise  # in Slack, not in the store: the row's next attempt finds the card and adopts it
     except errors.DatabaseUnavailable as exc:
         # Nothing was posted: hand the row back now, not after the lease (and never
         # count an outage of ours towards the row's death).

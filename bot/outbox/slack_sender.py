@@ -16,6 +16,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
+from bot.outbox import adopt
 from resume.outbox import ApprovalCard, CardUpdate, RunNotice
 from store import approvals, errors, outage, outbox, runs
 from store.engine import Database
@@ -36,8 +37,8 @@ class Undeliverable(Exception):
 
 
 class PostedUnrecorded(errors.DatabaseUnavailable):
-    """Posted to Slack, but the database never heard: the row must not be handed back
-    at once (its lease holds off a second post while the database returns)."""
+    """Posted to Slack, but the database never heard: the row is not handed back at
+    once, and its next attempt adopts the card it finds in Slack (``bot.outbox.adopt``)."""
 
 
 class Wait(Exception):
@@ -67,7 +68,9 @@ class _Thread:
 async def send(db: Database, client: AsyncWebClient, row: OutboxRow) -> Sent:
     """Deliver ``row`` by kind; raises SlackApiError & co., Wait or Undeliverable."""
     if row.kind == "approval_card":
-        return await send_card(db, client, ApprovalCard.model_validate(row.payload))
+        # A later attempt may follow one that posted but never heard back: look first.
+        return await send_card(db, client, ApprovalCard.model_validate(row.payload),
+                               look_first=row.attempts > 1)
     if row.kind == "card_update":
         return await send_update(db, client, CardUpdate.model_validate(row.payload))
     if row.kind == "run_notice":
@@ -75,13 +78,18 @@ async def send(db: Database, client: AsyncWebClient, row: OutboxRow) -> Sent:
     raise Undeliverable(f"unknown outbox kind {row.kind!r}")
 
 
-async def send_card(db: Database, client: AsyncWebClient, card: ApprovalCard) -> Sent:
+async def send_card(
+    db: Database, client: AsyncWebClient, card: ApprovalCard, *, look_first: bool = False
+) -> Sent:
     """Post an approval card, at most once per token.
 
     The card's channel/ts are stored on its approval record as soon as the
     post returns, before the row is marked sent. If a previous attempt got
     that far and then died, the record already has a ts: nothing is posted
-    again, the row is just marked sent.
+    again, the row is just marked sent. With ``look_first`` (an earlier attempt
+    may have posted without recording it) a card already in Slack is adopted.
+    A card that lands after its request was settled is updated to that outcome
+    at once, so its buttons never stay live.
     """
     record = await approvals.get(db, card.token)
     if record is None:
@@ -97,9 +105,29 @@ async def send_card(db: Database, client: AsyncWebClient, card: ApprovalCard) ->
     else:
         channel = card.channel or await _dm(client, card.requester)
         thread_ts = None
-    posted = await _post(client, channel=channel, text=text, blocks=blocks, thread_ts=thread_ts)
+    adopted = (await adopt.find_posted(client, card, channel=channel, thread_ts=thread_ts)
+               if look_first else None)
+    if adopted is not None:
+        posted, note = _Thread(channel, adopted), "adopted the card already in Slack"
+    else:
+        posted = await _post(client, channel=channel, text=text, blocks=blocks,
+                             thread_ts=thread_ts, metadata=adopt.metadata(card))
+        note = None
     await _remember(db, card, posted.channel, posted.ts)
-    return Sent(posted.channel, posted.ts)
+    if (late := await _settled_update(db, card)) is not None:
+        text, blocks = cards.resolved_card(card, late)
+        await client.chat_update(channel=posted.channel, ts=posted.ts, text=text, blocks=blocks)
+        note = f"{note or 'posted'}; updated at once: the request is already {late.status}"
+    return Sent(posted.channel, posted.ts, note=note)
+
+
+async def _settled_update(db: Database, card: ApprovalCard) -> CardUpdate | None:
+    """The update of this card that already went out while the card had no ts, if any."""
+    for row in await outbox.for_run(db, card.run_id):
+        if (row.kind == "card_update" and row.state is OutboxState.sent
+                and row.payload.get("token") == card.token):
+            return CardUpdate.model_validate(row.payload)
+    return None
 
 
 async def _remember(db: Database, card: ApprovalCard, channel: str, ts: str) -> None:
@@ -200,9 +228,10 @@ async def _post(
     text: str,
     blocks: list[dict[str, Any]],
     thread_ts: str | None,
+    metadata: dict[str, Any] | None = None,
 ) -> _Thread:
     response = await client.chat_postMessage(
-        channel=channel, text=text, blocks=blocks, thread_ts=thread_ts
+        channel=channel, text=text, blocks=blocks, thread_ts=thread_ts, metadata=metadata
     )
     posted_channel: Any = response.get("channel")
     ts: Any = response.get("ts")
