@@ -28,6 +28,7 @@ from bot.cli_commands.common import (
     EXIT_FAILED,
     EXIT_NOT_SET_UP,
     EXIT_OK,
+    EXIT_UNREACHABLE,
     PROG,
     AsyncCommand,
     NotSetUp,
@@ -36,7 +37,8 @@ from bot.cli_commands.common import (
 )
 from store import errors
 
-__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_NOT_SET_UP", "EXIT_OK", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_NOT_SET_UP", "EXIT_OK", "EXIT_UNREACHABLE",
+           "build_parser", "main"]
 
 #: Command groups, in `signoff --help` order. A new group is a module with ``add_parser``.
 COMMANDS = (serve, sandbox, db, runs)
@@ -54,7 +56,9 @@ commands:
 exit codes:
   0  done
   1  not found, or refused by the store (e.g. no run with that id)
-  2  not set up: bad configuration, database missing or not migrated
+  2  not set up: bad configuration; database or role missing or login refused;
+     database not migrated; an app that does not load; a port already in use
+  3  database unreachable: nothing answers at DATABASE_URL (try again once it is up)
 
 `signoff COMMAND --help` describes each command; `signoff serve --help` lists every setting."""
 
@@ -93,7 +97,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return asyncio.run(command(settings, args))
     except errors.DatabaseUnavailable as exc:
         where = describe(settings.database_url)
-        raise errors.DatabaseUnavailable(f"{exc} (DATABASE_URL: {where})") from exc
+        raise type(exc)(f"{exc} (DATABASE_URL: {where})") from exc  # keeps DatabaseMissing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,9 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except config.ConfigError as exc:
         fail(str(exc), EXIT_NOT_SET_UP)
-    except NotSetUp as exc:
+    except (NotSetUp, errors.DatabaseMissing) as exc:
         fail(str(exc), EXIT_NOT_SET_UP)
-    except errors.StoreError as exc:  # RunNotFound, DatabaseUnavailable, ...
+    except errors.DatabaseUnavailable as exc:
+        fail(str(exc), EXIT_UNREACHABLE)
+    except errors.StoreError as exc:  # RunNotFound, ...
         fail(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         return 130
