@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from bot import config
-from bot.cli_commands import db, runs, sandbox, serve
+from bot.cli_commands import db, outbox, runs, sandbox, serve
 from bot.cli_commands.common import (
     EXIT_FAILED,
     EXIT_NOT_SET_UP,
@@ -41,7 +41,7 @@ __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_NOT_SET_UP", "EXIT_OK", "EXIT_UNREAC
            "build_parser", "main"]
 
 #: Command groups, in `signoff --help` order. A new group is a module with ``add_parser``.
-COMMANDS = (serve, sandbox, db, runs)
+COMMANDS = (serve, sandbox, db, runs, outbox)
 
 _EPILOG = """\
 commands:
@@ -52,6 +52,8 @@ commands:
   signoff db current                       the database's revision, and whether it is head
   signoff runs list [--state S] [--json]   runs, newest first
   signoff runs show ID [--json]            one run with messages, events, ledger, outbox
+  signoff outbox list [--dead]             Slack posts waiting, sent or dead, newest first
+  signoff outbox retry ID                  deliver a dead row again once its cause is fixed
 
 exit codes:
   0  done

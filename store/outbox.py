@@ -155,6 +155,12 @@ async def retry_dead(db: Database, row_id: int, *, now: datetime) -> OutboxRow |
     return OutboxRow.from_row(row) if row is not None else None
 
 
+async def get(db: Database, row_id: int) -> OutboxRow | None:
+    async with db.read() as conn:
+        row = (await conn.execute(select(OUTBOX).where(OUTBOX.c.id == row_id))).mappings().first()
+    return OutboxRow.from_row(row) if row is not None else None
+
+
 async def listing(db: Database, *, state: OutboxState | None = None,
                   limit: int = 100) -> list[OutboxRow]:
     """The newest rows (of one state, if given), newest first, for operators."""

@@ -40,3 +40,42 @@ async def test_runs_show__an_answered_run_lists_no_pending_preview_or_next_attem
     for line in outbox_section:
         cells = line.split()
         assert cells[2] == "sent" and cells[4] == "-", line  # NEXT: nothing is due
+
+
+async def test_outbox_list_dead_and_retry__an_operator_re_posts_a_refused_card(
+    tmp_path: Path, url: str  # noqa: F811
+) -> None:
+    db = engine.connect(url)
+    try:
+        world = await quotes_world(db, approvals_channel="C0GONE")
+        run = await journeys.start(world.rt, "U0REP", ASK)
+        now = datetime.now(UTC) + timedelta(seconds=1)
+        [card] = await outbox.pick_due(db, now=now, limit=1)
+        await outbox.mark_dead(db, card.id, error="channel_not_found", attempts=card.attempts)
+    finally:
+        await db.dispose()
+
+    everything = signoff("outbox", "list", cwd=tmp_path, database_url=url)
+    dead = signoff("outbox", "list", "--dead", cwd=tmp_path, database_url=url)
+    retried = signoff("outbox", "retry", str(card.id), cwd=tmp_path, database_url=url)
+    again = signoff("outbox", "retry", str(card.id), cwd=tmp_path, database_url=url)
+    missing = signoff("outbox", "retry", "99999", cwd=tmp_path, database_url=url)
+    after = signoff("outbox", "list", "--dead", cwd=tmp_path, database_url=url)
+    helped = signoff("--help", cwd=tmp_path)
+
+    assert everything.returncode == 0 and run.id in everything.stdout
+    [line] = [ln for ln in dead.stdout.splitlines() if ln.startswith(str(card.id))]
+    assert line.split()[:4] == [str(card.id), "approval_card", run.id, "dead"]
+    assert line.split()[5] == "-" and "channel_not_found" in line
+    assert retried.returncode == 0 and "due again" in retried.stdout
+    assert again.returncode == 1 and "is pending, not dead" in again.stderr
+    assert missing.returncode == 1 and "no outbox row 99999" in missing.stderr
+    assert after.stdout.strip() == "no dead outbox rows"
+    assert "signoff outbox list [--dead]" in helped.stdout
+    assert "signoff outbox retry ID" in helped.stdout
+    db = engine.connect(url)
+    try:
+        [row] = [r for r in await outbox.for_run(db, run.id) if r.id == card.id]
+    finally:
+        await db.dispose()
+    assert row.state.value == "pending" and row.next_attempt_at <= datetime.now(UTC)
