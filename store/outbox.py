@@ -11,13 +11,14 @@ in order: a row waits while an earlier row of its run is still pending.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, exists, func, literal_column, or_, select, update
+from sqlalchemy import and_, exists, func, insert, literal_column, or_, select, update
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ColumnElement
 
-from store import schema
+from store import codec, schema
 from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
@@ -110,20 +111,35 @@ async def retry_later(
 
 
 async def mark_dead(
-    db: Database, row_id: int, *, error: str, attempts: int | None = None
+    db: Database, row_id: int, *, error: str, attempts: int | None = None,
+    follow_up: tuple[str, dict[str, Any]] | None = None, now: datetime | None = None,
 ) -> bool:
-    return await _set(db, row_id, attempts, state=OutboxState.dead.value,
-                      last_error=error[:2000], owner_id=None, heartbeat_at=None)
+    """Give up on a row; ``follow_up`` (kind, payload) is enqueued with it, once, at ``now``."""
+    settled = await _set(db, row_id, attempts, state=OutboxState.dead.value,
+                         last_error=error[:2000], owner_id=None, heartbeat_at=None,
+                         then=follow_up, now=now)
+    return settled
 
 
-async def _set(db: Database, row_id: int, attempts: int | None, **values: object) -> bool:
-    """True when this caller still held the row and settled it."""
+async def _set(
+    db: Database, row_id: int, attempts: int | None, *,
+    then: tuple[str, dict[str, Any]] | None = None, now: datetime | None = None,
+    **values: object,
+) -> bool:
+    """True when this caller still held the row and settled it (and enqueued ``then``)."""
     where = [OUTBOX.c.id == row_id, _PENDING]
     if attempts is not None:
         where.append(OUTBOX.c.attempts == attempts)
     async with db.write() as conn:
-        result = await conn.execute(update(OUTBOX).where(and_(*where)).values(**values))
-    return result.rowcount == 1
+        stmt = update(OUTBOX).where(and_(*where)).values(**values).returning(OUTBOX.c.run_id)
+        run_id = (await conn.execute(stmt)).scalar_one_or_none()
+        if run_id is not None and then is not None:
+            at = now or datetime.now(UTC)
+            kind, payload = then
+            await conn.execute(insert(OUTBOX).values(
+                kind=kind, run_id=run_id, payload=codec.dumps(payload, what=f"outbox {kind!r}"),
+                state=OutboxState.pending.value, attempts=0, next_attempt_at=at, created_at=at))
+    return run_id is not None
 
 
 async def for_run(db: Database, run_id: str) -> list[OutboxRow]:
@@ -170,3 +186,12 @@ async def listing(db: Database, *, state: OutboxState | None = None,
     async with db.read() as conn:
         rows = (await conn.execute(stmt)).mappings().all()
     return [OutboxRow.from_row(r) for r in rows]
+
+
+async def refused_card(db: Database, run_id: str, token: str) -> OutboxRow | None:
+    """The dead approval_card row for ``token``, if Slack refused that card for good."""
+    for row in await for_run(db, run_id):
+        if (row.kind == "approval_card" and row.state is OutboxState.dead
+                and row.payload.get("token") == token):
+            return row
+    return None

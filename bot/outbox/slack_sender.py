@@ -13,9 +13,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
+from bot.cards import undelivered
 from bot.outbox import adopt
 from resume.outbox import ApprovalCard, CardUpdate, RunNotice
 from store import approvals, errors, outage, outbox, runs
@@ -39,6 +41,22 @@ class Undeliverable(Exception):
 class PostedUnrecorded(errors.DatabaseUnavailable):
     """Posted to Slack, but the database never heard: the row is not handed back at
     once, and its next attempt adopts the card it finds in Slack (``bot.outbox.adopt``)."""
+
+
+#: Kind of the row that tells a requester their approval card was refused for good.
+DEAD_CARD_NOTICE = "dead_card_notice"
+
+
+class DeadCard(BaseModel):
+    """Payload of a ``dead_card_notice`` row."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    requester: str
+    tool: str
+    error: str
+    channel: str | None = None
 
 
 class Wait(Exception):
@@ -75,7 +93,30 @@ async def send(db: Database, client: AsyncWebClient, row: OutboxRow) -> Sent:
         return await send_update(db, client, CardUpdate.model_validate(row.payload))
     if row.kind == "run_notice":
         return await send_notice(db, client, RunNotice.model_validate(row.payload))
+    if row.kind == DEAD_CARD_NOTICE:
+        return await send_dead_card_notice(client, DeadCard.model_validate(row.payload))
     raise Undeliverable(f"unknown outbox kind {row.kind!r}")
+
+
+def dead_card_notice(row: OutboxRow, error: str) -> tuple[str, dict[str, Any]] | None:
+    """The row telling a card's requester that Slack refused it; None for other rows."""
+    if row.kind != "approval_card":
+        return None
+    try:
+        card = ApprovalCard.model_validate(row.payload)
+    except ValidationError:
+        return None
+    told = DeadCard(run_id=card.run_id, requester=card.requester, tool=card.tool,
+                    error=error, channel=card.channel)
+    return DEAD_CARD_NOTICE, told.model_dump()
+
+
+async def send_dead_card_notice(client: AsyncWebClient, notice: DeadCard) -> Sent:
+    """DM the requester: their request reached nobody, Slack's error, what to do."""
+    text = undelivered.dead_card_dm(notice.run_id, notice.tool, notice.error, notice.channel)
+    channel = await _dm(client, notice.requester)
+    posted = await _post(client, channel=channel, text=text, blocks=[], thread_ts=None)
+    return Sent(posted.channel, posted.ts)
 
 
 async def send_card(
