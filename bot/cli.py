@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from importlib import metadata
 
 from bot import config
-from bot.cli_commands import db, runs, sandbox, serve
+from bot.cli_commands import db, outbox, runs, sandbox, serve
 from bot.cli_commands.common import (
     EXIT_FAILED,
     EXIT_NOT_SET_UP,
     EXIT_OK,
+    EXIT_UNREACHABLE,
     PROG,
     AsyncCommand,
     NotSetUp,
@@ -36,10 +37,11 @@ from bot.cli_commands.common import (
 )
 from store import errors
 
-__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_NOT_SET_UP", "EXIT_OK", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_NOT_SET_UP", "EXIT_OK", "EXIT_UNREACHABLE",
+           "build_parser", "main"]
 
 #: Command groups, in `signoff --help` order. A new group is a module with ``add_parser``.
-COMMANDS = (serve, sandbox, db, runs)
+COMMANDS = (serve, sandbox, db, runs, outbox)
 
 _EPILOG = """\
 commands:
@@ -50,11 +52,15 @@ commands:
   signoff db current                       the database's revision, and whether it is head
   signoff runs list [--state S] [--json]   runs, newest first
   signoff runs show ID [--json]            one run with messages, events, ledger, outbox
+  signoff outbox list [--dead]             Slack posts waiting, sent or dead, newest first
+  signoff outbox retry ID                  deliver a dead row again once its cause is fixed
 
 exit codes:
   0  done
   1  not found, or refused by the store (e.g. no run with that id)
-  2  not set up: bad configuration, database missing or not migrated
+  2  not set up: bad configuration; database or role missing or login refused;
+     database not migrated; an app that does not load; a port already in use
+  3  database unreachable: nothing answers at DATABASE_URL (try again once it is up)
 
 `signoff COMMAND --help` describes each command; `signoff serve --help` lists every setting."""
 
@@ -93,7 +99,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return asyncio.run(command(settings, args))
     except errors.DatabaseUnavailable as exc:
         where = describe(settings.database_url)
-        raise errors.DatabaseUnavailable(f"{exc} (DATABASE_URL: {where})") from exc
+        raise type(exc)(f"{exc} (DATABASE_URL: {where})") from exc  # keeps DatabaseMissing
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -105,9 +111,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(args)
     except config.ConfigError as exc:
         fail(str(exc), EXIT_NOT_SET_UP)
-    except NotSetUp as exc:
+    except (NotSetUp, errors.DatabaseMissing) as exc:
         fail(str(exc), EXIT_NOT_SET_UP)
-    except errors.StoreError as exc:  # RunNotFound, DatabaseUnavailable, ...
+    except errors.DatabaseUnavailable as exc:
+        fail(str(exc), EXIT_UNREACHABLE)
+    except errors.StoreError as exc:  # RunNotFound, ...
         fail(str(exc), EXIT_FAILED)
     except KeyboardInterrupt:
         return 130

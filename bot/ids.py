@@ -69,6 +69,8 @@ SCOPES_BY_METHOD: Final[dict[str, str | None]] = {
     "chat.postEphemeral": "chat:write",
     "chat.getPermalink": None,
     "conversations.open": "im:write",
+    "conversations.history": "channels:history",
+    "conversations.replies": "channels:history",
     "users.info": "users:read",
     "views.open": None,
     "views.update": None,
@@ -76,8 +78,13 @@ SCOPES_BY_METHOD: Final[dict[str, str | None]] = {
 
 #: Scopes the bot needs beyond those implied by the methods above:
 #: `commands` to own `/signoff`, `chat:write.public` to post approval cards
-#: in a public channel the bot was never invited to.
-EXTRA_BOT_SCOPES: Final = ("commands", "chat:write.public")
+#: in a public channel the bot was never invited to, and the history of private
+#: channels and DMs, where a card whose post answer was lost is looked for.
+EXTRA_BOT_SCOPES: Final = ("commands", "chat:write.public", "groups:history", "im:history")
+
+#: ``event_type`` of the metadata on every approval card; its ``event_payload``
+#: carries ``run_id`` and ``token``, so a card posted once can be found again.
+CARD_EVENT_TYPE: Final = "signoff_card"
 
 
 def required_bot_scopes() -> frozenset[str]:

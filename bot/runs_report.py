@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from store import approvals, events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.records import Approval, Event, LedgerEntry, OutboxRow, Run
+from store.states import OutboxState, RunState
 
 #: Characters of a token a report may show: enough to tell two cards apart, far
 #: too few to act as the token.
@@ -222,6 +223,13 @@ def _scope(run: Run) -> str:
 
 
 def _run_fields(run: Run) -> list[tuple[str, str]]:
+    waiting = [
+        ("pending", _pending(run.pending)),
+        ("preview", one_line(run.pending_preview)),
+        ("digest", run.pending_preview_digest or NONE),
+        ("token", run.pending_token or NONE),
+        ("expires", _utc(run.expires_at)),
+    ]
     return [
         ("state", run.state.value),
         ("reason", run.halt_reason or NONE),
@@ -235,15 +243,17 @@ def _run_fields(run: Run) -> list[tuple[str, str]]:
         ("heartbeat", _utc(run.heartbeat_at)),
         ("lease", f"owner {run.owner_id or NONE}, epoch {run.lease_epoch}"),
         ("recoveries", str(run.recovery_attempts)),
-        ("pending", _pending(run.pending)),
-        ("preview", one_line(run.pending_preview)),
-        ("digest", run.pending_preview_digest or NONE),
-        ("token", run.pending_token or NONE),
-        ("expires", _utc(run.expires_at)),
+        # What a run waits on means nothing once it waits no more.
+        *(waiting if run.state is RunState.suspended else []),
         ("scope", _scope(run)),
         ("snapshot", f"v{run.snapshot_version}, app {run.app_fingerprint[:12]}"),
         ("slack", f"{run.slack_channel or NONE} {run.slack_ts or ''}".rstrip()),
     ]
+
+
+def next_attempt(row: OutboxRow) -> str:
+    """When a row is tried next; a row no longer pending is never tried again."""
+    return when(row.next_attempt_at) if row.state is OutboxState.pending else NONE
 
 
 def _message_row(seq: int, message: dict[str, Any]) -> list[str]:
@@ -284,7 +294,7 @@ def run_text(detail: RunDetail) -> str:
                  [[a.token, a.tool, a.call_id, a.decision or "pending", a.decided_by or NONE,
                    when(a.decided_at), one_line(a.reason, 40)] for a in d.approvals]),
         _section("Outbox", ["ID", "KIND", "STATE", "ATTEMPTS", "NEXT (UTC)", "LAST ERROR"],
-                 [[str(o.id), o.kind, o.state.value, str(o.attempts), when(o.next_attempt_at),
+                 [[str(o.id), o.kind, o.state.value, str(o.attempts), next_attempt(o),
                    one_line(o.last_error)] for o in d.outbox]),
     ]
     return "\n\n".join(["\n".join(head), *sections])

@@ -70,7 +70,8 @@ def start(services: Services, *, relay: Relay | None = None) -> AsyncIOScheduler
     ``outbox`` job is its periodic pass).
     """
     settings, rt = services.settings, services.rt
-    relay = relay or Relay.from_settings(rt.db, services.client, settings, periodic=False)
+    relay = relay or Relay.from_settings(rt.db, services.client, settings, periodic=False,
+                                         owner_id=rt.owner_id)
     state = _Started(services, relay, previous_kicker=services.kicker)
     scheduler = AsyncIOScheduler(
         timezone=UTC,

@@ -35,7 +35,7 @@ from store.engine import Database
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_NOT_SET_UP = 0, 2
+EXIT_OK, EXIT_NOT_SET_UP, EXIT_UNREACHABLE = 0, 2, 3  # as `signoff --help` lists them
 #: How long a graceful stop waits for in-flight listeners and runs.
 DRAIN_SECONDS = 20.0
 _SERVICES: web.AppKey[Services] = web.AppKey("signoff.services", Services)
@@ -235,10 +235,16 @@ def main(settings: config.Settings) -> int:
         return asyncio.run(serve(settings))
     except (config.ConfigError, NotReady) as exc:
         return _not_set_up(str(exc))
+    except errors.DatabaseMissing as exc:
+        return _not_set_up(str(exc))
     except errors.DatabaseUnavailable as exc:
-        return _not_set_up(f"{exc}; check DATABASE_URL")
+        return _not_set_up(f"{exc}; check DATABASE_URL, or try again once it is up",
+                           EXIT_UNREACHABLE)
+    except OSError as exc:  # the port is taken, most often
+        return _not_set_up(f"cannot listen on {settings.host}:{settings.port}: "
+                           f"{exc.strerror or exc}; stop what uses it or pick another --port")
 
 
-def _not_set_up(message: str) -> int:
+def _not_set_up(message: str, code: int = EXIT_NOT_SET_UP) -> int:
     print(f"error: {message}", file=sys.stderr)
-    return EXIT_NOT_SET_UP
+    return code

@@ -69,6 +69,8 @@ async def _translated() -> AsyncIterator[None]:
     except (OperationalError, InterfaceError) as exc:
         raise errors.DatabaseUnavailable(f"database unavailable: {exc.orig!r}") from exc
     except DBAPIError as exc:
+        if (advice := _NOT_SET_UP.get(_sqlstate(exc))) is not None:
+            raise errors.DatabaseMissing(f"{_first_line(exc.orig)}: {advice}") from exc
         if exc.connection_invalidated or _server_unavailable(exc):
             raise errors.DatabaseUnavailable(f"database connection lost: {exc.orig!r}") from exc
         raise
@@ -83,8 +85,25 @@ async def _translated() -> AsyncIterator[None]:
 _UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
 
 
+#: SQLSTATEs of a server that answers but has no such database or role for us, and
+#: what an operator does about each.
+_NOT_SET_UP = {
+    "3D000": "create it (createdb NAME) or point DATABASE_URL at a database that exists",
+    "28000": "create the role (createuser NAME) or fix the user in DATABASE_URL",
+    "28P01": "check the user and password in DATABASE_URL",
+}
+
+
+def _sqlstate(exc: DBAPIError) -> str:
+    return str(getattr(exc.orig, "sqlstate", None) or "")
+
+
+def _first_line(error: BaseException | None) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
+
+
 def _server_unavailable(exc: DBAPIError) -> bool:
-    state = str(getattr(exc.orig, "sqlstate", None) or "")
+    state = _sqlstate(exc)
     return state.startswith("08") or state in _UNAVAILABLE_STATES
 
 

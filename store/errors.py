@@ -60,5 +60,10 @@ class DatabaseUnavailable(StoreError):
     """The database could not be reached or refused the operation."""
 
 
+class DatabaseMissing(DatabaseUnavailable):
+    """The server answered, but the database or role named does not exist (or the login
+    was refused): nothing will change until someone creates it or fixes the URL."""
+
+
 class SchemaOutdated(StoreError):
     """The database schema is not at the version this code needs."""

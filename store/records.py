@@ -124,6 +124,8 @@ class OutboxRow:
     last_error: str | None
     created_at: datetime
     sent_at: datetime | None
+    owner_id: str | None = None
+    heartbeat_at: datetime | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> OutboxRow:

@@ -194,6 +194,9 @@ outbox = Table(
     Column("last_error", Text),
     Column("created_at", UTCDateTime, nullable=False),
     Column("sent_at", UTCDateTime),
+    # The process delivering the row now, and its last sign of life (as for runs).
+    Column("owner_id", String(64)),
+    Column("heartbeat_at", UTCDateTime),
     Index(
         "ix_outbox_pending_due",
         "next_attempt_at",

@@ -17,7 +17,7 @@ from store import engine, errors, migrate
 from store.engine import Database
 
 PROG = "signoff"
-EXIT_OK, EXIT_FAILED, EXIT_NOT_SET_UP = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_NOT_SET_UP, EXIT_UNREACHABLE = 0, 1, 2, 3
 UPGRADE_HINT = "run `signoff db upgrade` first"
 
 AsyncCommand = Callable[[config.Settings, argparse.Namespace], Coroutine[Any, Any, int]]

@@ -18,10 +18,10 @@ from typing import Any
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
 
 from bot import ids
-from bot.cards import replies
+from bot.cards import replies, undelivered
 from bot.services import Services
 from resume import ask, cancel, evidence, grant, outcomes
-from store import errors, runs
+from store import errors, outbox, runs
 from store.states import RunState
 
 #: Runs `/signoff list` reads (the reply shows fewer and counts the rest).
@@ -104,6 +104,11 @@ async def _status(services: Services, user: str, rest: str) -> str:
         return replies.run_not_found(run_id)
     declined = (await evidence.last_decline(services.rt.db, run.id)
                 if run.state is RunState.failed and run.halt_reason == "incomplete" else None)
+    refused = (await outbox.refused_card(services.rt.db, run.id, run.pending_token)
+               if run.state is RunState.suspended and run.pending_token else None)
+    if refused is not None:
+        status = replies.status(run, declined)
+        return f"{status}\n{undelivered.card_not_posted(refused.last_error)}"
     return replies.status(run, declined)
 
 

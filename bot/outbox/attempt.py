@@ -61,7 +61,7 @@ async def make(
             SlackObjectFormationError) as exc:
         return await _dead(db, row, f"{type(exc).__name__}: {exc}")
     except slack_sender.PostedUnrecorded:
-        raise  # in Slack, not in the store: the lease holds off a second post a while longer
+        raise  # in Slack, not in the store: the row's next attempt finds the card and adopts it
     except errors.DatabaseUnavailable as exc:
         # Nothing was posted: hand the row back now, not after the lease (and never
         # count an outage of ours towards the row's death).
@@ -99,12 +99,15 @@ async def _retry(
 
 
 async def _dead(db: Database, row: OutboxRow, error: str) -> Outcome:
-    await _settle(row, "marking dead",
-                  lambda: outbox.mark_dead(db, row.id, error=error, attempts=row.attempts))
+    # A card nobody will see must not leave its requester waiting in silence.
+    told = slack_sender.dead_card_notice(row, error)
+    await _settle(row, "marking dead", lambda: outbox.mark_dead(
+        db, row.id, error=error, attempts=row.attempts, follow_up=told))
     log.error(
-        "outbox row %s (%s, run %s) is dead after %s attempt(s): %s; nobody was told. "
-        "Fix the cause, then re-post by hand (`signoff runs show %s` has the details)",
-        row.id, row.kind, row.run_id, row.attempts, error, row.run_id,
+        "outbox row %s (%s, run %s) is dead after %s attempt(s): %s; %s. Fix the cause, then "
+        "`signoff outbox retry %s` (`signoff outbox list --dead` lists dead rows)",
+        row.id, row.kind, row.run_id, row.attempts, error,
+        "the requester is told by DM" if told else "nobody was told", row.id,
         extra={"action": "outbox_dead", "outbox_id": row.id, "run_id": row.run_id,
                "kind": row.kind, "attempts": row.attempts, "error": error},
     )

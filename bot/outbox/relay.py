@@ -20,6 +20,12 @@ it, and loses nothing. A database outage mid-delivery loses nothing and posts
 nothing twice: the outcome is held in memory and written when the database is
 back (``bot.outbox.attempt``).
 
+A relay that names its process (``Owner``) holds the row it delivers by
+heartbeat, with the same owner id and staleness rule as runs
+(``SIGNOFF_ORPHAN_AFTER_SECONDS``): a process killed mid-delivery leaves its
+row to the next pass of any other process once the heartbeat is that old, not
+after the whole lease.
+
 ``Relay`` runs passes in the background: every ``interval`` seconds and as
 soon as ``kick()`` is called (after a click, a start, a continue...).
 """
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -41,6 +48,7 @@ from bot.config import Settings
 from bot.outbox import attempt, failures
 from store import errors, outbox
 from store.engine import Database
+from store.records import OutboxRow
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,19 @@ log = logging.getLogger(__name__)
 LEASE = timedelta(minutes=5)
 DEFAULT_LIMIT = 50
 DEFAULT_MAX_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The delivering process: its id (``Runtime.owner_id``) and when a heartbeat is stale."""
+
+    owner_id: str
+    orphan_after: timedelta
+
+    @property
+    def beat_every(self) -> float:
+        """A few beats per window, so one late beat is harmless (as for runs)."""
+        return max(self.orphan_after.total_seconds() / 3, 0.05)
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,7 @@ async def deliver_due(
     limit: int = DEFAULT_LIMIT,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     probe: bool = False,
+    owner: Owner | None = None,
 ) -> DeliveryReport:
     """Deliver up to ``limit`` due rows; return what happened.
 
@@ -92,16 +114,45 @@ async def deliver_due(
     counts = {"sent": 0, "retried": 0, "dead": 0}
     stopped_by = None
     for _ in range(limit):
-        picked = await outbox.pick_due(db, now=now, limit=1, lease=LEASE)
+        picked = await outbox.pick_due(
+            db, now=now, limit=1, lease=LEASE,
+            owner_id=owner.owner_id if owner else None,
+            stale_before=now - owner.orphan_after if owner else None,
+        )
         if not picked:
             break
-        outcome = await attempt.make(db, client, picked[0], now=now, max_attempts=max_attempts)
+        async with _beating(db, picked[0], owner):
+            outcome = await attempt.make(db, client, picked[0], now=now,
+                                         max_attempts=max_attempts)
         counts[outcome.state] += 1
         if outcome.stop is not None:
             stopped_by = outcome.stop
             break
     metrics.dead_letters(counts["dead"])
     return DeliveryReport(stopped_by=stopped_by, **counts)
+
+
+@contextlib.asynccontextmanager
+async def _beating(db: Database, row: OutboxRow, owner: Owner | None) -> AsyncIterator[None]:
+    """Heartbeat ``row`` for ``owner`` while the body delivers it."""
+    if owner is None:
+        yield
+        return
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(owner.beat_every)
+            with contextlib.suppress(errors.DatabaseUnavailable):
+                await outbox.heartbeat(db, row.id, owner_id=owner.owner_id,
+                                       attempts=row.attempts, now=datetime.now(UTC))
+
+    task = asyncio.create_task(beat(), name=f"signoff-outbox-heartbeat-{row.id}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _slack_unwell(client: AsyncWebClient) -> str | None:
@@ -131,8 +182,10 @@ class Relay:
         interval: float | None = 2.0,
         limit: int = DEFAULT_LIMIT,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        owner: Owner | None = None,
     ) -> None:
         self.db = db
+        self.owner = owner
         self.client = client
         self.interval = interval
         self.limit = limit
@@ -144,12 +197,14 @@ class Relay:
 
     @classmethod
     def from_settings(
-        cls, db: Database, client: AsyncWebClient, settings: Settings, *, periodic: bool = True
+        cls, db: Database, client: AsyncWebClient, settings: Settings, *, periodic: bool = True,
+        owner_id: str | None = None,
     ) -> Relay:
         return cls(
             db, client,
             interval=settings.outbox_interval_seconds if periodic else None,
             max_attempts=settings.outbox_max_attempts,
+            owner=Owner(owner_id, settings.orphan_after) if owner_id is not None else None,
         )
 
     def kick(self) -> None:
@@ -164,7 +219,8 @@ class Relay:
         """One pass, serialised with any other pass of this relay."""
         async with self._lock:
             report = await deliver_due(self.db, self.client, now=now, limit=self.limit,
-                                       max_attempts=self.max_attempts, probe=self._probe)
+                                       max_attempts=self.max_attempts, probe=self._probe,
+                                       owner=self.owner)
             self._probe = report.stopped_by is not None
         if report.picked >= self.limit and report.stopped_by is None:
             self.kick()  # more may be due: do not wait a whole interval for them

@@ -13,9 +13,12 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
+from bot.cards import undelivered
+from bot.outbox import adopt
 from resume.outbox import ApprovalCard, CardUpdate, RunNotice
 from store import approvals, errors, outage, outbox, runs
 from store.engine import Database
@@ -36,8 +39,24 @@ class Undeliverable(Exception):
 
 
 class PostedUnrecorded(errors.DatabaseUnavailable):
-    """Posted to Slack, but the database never heard: the row must not be handed back
-    at once (its lease holds off a second post while the database returns)."""
+    """Posted to Slack, but the database never heard: the row is not handed back at
+    once, and its next attempt adopts the card it finds in Slack (``bot.outbox.adopt``)."""
+
+
+#: Kind of the row that tells a requester their approval card was refused for good.
+DEAD_CARD_NOTICE = "dead_card_notice"
+
+
+class DeadCard(BaseModel):
+    """Payload of a ``dead_card_notice`` row."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    requester: str
+    tool: str
+    error: str
+    channel: str | None = None
 
 
 class Wait(Exception):
@@ -67,21 +86,51 @@ class _Thread:
 async def send(db: Database, client: AsyncWebClient, row: OutboxRow) -> Sent:
     """Deliver ``row`` by kind; raises SlackApiError & co., Wait or Undeliverable."""
     if row.kind == "approval_card":
-        return await send_card(db, client, ApprovalCard.model_validate(row.payload))
+        # A later attempt may follow one that posted but never heard back: look first.
+        return await send_card(db, client, ApprovalCard.model_validate(row.payload),
+                               look_first=row.attempts > 1)
     if row.kind == "card_update":
         return await send_update(db, client, CardUpdate.model_validate(row.payload))
     if row.kind == "run_notice":
         return await send_notice(db, client, RunNotice.model_validate(row.payload))
+    if row.kind == DEAD_CARD_NOTICE:
+        return await send_dead_card_notice(client, DeadCard.model_validate(row.payload))
     raise Undeliverable(f"unknown outbox kind {row.kind!r}")
 
 
-async def send_card(db: Database, client: AsyncWebClient, card: ApprovalCard) -> Sent:
+def dead_card_notice(row: OutboxRow, error: str) -> tuple[str, dict[str, Any]] | None:
+    """The row telling a card's requester that Slack refused it; None for other rows."""
+    if row.kind != "approval_card":
+        return None
+    try:
+        card = ApprovalCard.model_validate(row.payload)
+    except ValidationError:
+        return None
+    told = DeadCard(run_id=card.run_id, requester=card.requester, tool=card.tool,
+                    error=error, channel=card.channel)
+    return DEAD_CARD_NOTICE, told.model_dump()
+
+
+async def send_dead_card_notice(client: AsyncWebClient, notice: DeadCard) -> Sent:
+    """DM the requester: their request reached nobody, Slack's error, what to do."""
+    text = undelivered.dead_card_dm(notice.run_id, notice.tool, notice.error, notice.channel)
+    channel = await _dm(client, notice.requester)
+    posted = await _post(client, channel=channel, text=text, blocks=[], thread_ts=None)
+    return Sent(posted.channel, posted.ts)
+
+
+async def send_card(
+    db: Database, client: AsyncWebClient, card: ApprovalCard, *, look_first: bool = False
+) -> Sent:
     """Post an approval card, at most once per token.
 
     The card's channel/ts are stored on its approval record as soon as the
     post returns, before the row is marked sent. If a previous attempt got
     that far and then died, the record already has a ts: nothing is posted
-    again, the row is just marked sent.
+    again, the row is just marked sent. With ``look_first`` (an earlier attempt
+    may have posted without recording it) a card already in Slack is adopted.
+    A card that lands after its request was settled is updated to that outcome
+    at once, so its buttons never stay live.
     """
     record = await approvals.get(db, card.token)
     if record is None:
@@ -97,9 +146,29 @@ async def send_card(db: Database, client: AsyncWebClient, card: ApprovalCard) ->
     else:
         channel = card.channel or await _dm(client, card.requester)
         thread_ts = None
-    posted = await _post(client, channel=channel, text=text, blocks=blocks, thread_ts=thread_ts)
+    adopted = (await adopt.find_posted(client, card, channel=channel, thread_ts=thread_ts)
+               if look_first else None)
+    if adopted is not None:
+        posted, note = _Thread(channel, adopted), "adopted the card already in Slack"
+    else:
+        posted = await _post(client, channel=channel, text=text, blocks=blocks,
+                             thread_ts=thread_ts, metadata=adopt.metadata(card))
+        note = None
     await _remember(db, card, posted.channel, posted.ts)
-    return Sent(posted.channel, posted.ts)
+    if (late := await _settled_update(db, card)) is not None:
+        text, blocks = cards.resolved_card(card, late)
+        await client.chat_update(channel=posted.channel, ts=posted.ts, text=text, blocks=blocks)
+        note = f"{note or 'posted'}; updated at once: the request is already {late.status}"
+    return Sent(posted.channel, posted.ts, note=note)
+
+
+async def _settled_update(db: Database, card: ApprovalCard) -> CardUpdate | None:
+    """The update of this card that already went out while the card had no ts, if any."""
+    for row in await outbox.for_run(db, card.run_id):
+        if (row.kind == "card_update" and row.state is OutboxState.sent
+                and row.payload.get("token") == card.token):
+            return CardUpdate.model_validate(row.payload)
+    return None
 
 
 async def _remember(db: Database, card: ApprovalCard, channel: str, ts: str) -> None:
@@ -200,11 +269,12 @@ async def _post(
     text: str,
     blocks: list[dict[str, Any]],
     thread_ts: str | None,
+    metadata: dict[str, Any] | None = None,
 ) -> _Thread:
     # Never unfurl: a link in a preview or an answer is data, not a page to show.
     response = await client.chat_postMessage(
         channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
-        unfurl_links=False, unfurl_media=False,
+        unfurl_links=False, unfurl_media=False, metadata=metadata,
     )
     posted_channel: Any = response.get("channel")
     ts: Any = response.get("ts")

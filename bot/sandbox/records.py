@@ -29,6 +29,8 @@ class Message:
     user: str = BOT_USER_ID
     #: How many times it was replaced (chat.update or replace_original).
     edits: int = 0
+    #: Message metadata as posted (``event_type``, ``event_payload``), if any.
+    metadata: JSON | None = None
 
 
 @dataclass(slots=True)
@@ -98,3 +100,19 @@ def json_arg(value: Any) -> Any:
         return json.loads(value)
     except ValueError:
         raise SlackError("invalid_arguments") from None
+
+
+def message_json(message: Message, *, with_metadata: bool = False) -> JSON:
+    body: JSON = {
+        "type": "message",
+        "user": message.user,
+        "bot_id": BOT_ID,
+        "text": message.text,
+        "blocks": message.blocks,
+        "ts": message.ts,
+    }
+    if message.thread_ts:
+        body["thread_ts"] = message.thread_ts
+    if with_metadata and message.metadata is not None:
+        body["metadata"] = message.metadata
+    return body

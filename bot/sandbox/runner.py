@@ -205,6 +205,8 @@ def main(settings: config.Settings, app_ref: str, port: int, socket_mode: bool =
         return asyncio.run(run(settings, app_ref, port, socket_mode))
     except (config.ConfigError, server.NotReady) as exc:
         return _not_set_up(str(exc))
+    except (ImportError, AttributeError) as exc:  # the app's module, before the bot loads it
+        return _not_set_up(f"--app {app_ref} does not name an app: {type(exc).__name__}: {exc}")
     except OSError as exc:  # the port is taken, most often
         return _not_set_up(f"cannot listen on {HOST}:{port}: {exc.strerror or exc}")
 

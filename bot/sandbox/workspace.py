@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
+from functools import partial
 from typing import Any
 
+from bot.sandbox import history
 from bot.sandbox.records import (
     BOT_ID,
     BOT_USER_ID,
@@ -25,6 +27,7 @@ from bot.sandbox.records import (
     channel_id,
     dm_channel,
     json_arg,
+    message_json,
 )
 
 __all__ = [
@@ -57,6 +60,8 @@ class Workspace:
             "chat.postEphemeral": self.post_ephemeral,
             "views.open": self.open_view,
             "conversations.open": self.open_conversation,
+            "conversations.history": partial(history.channel_history, self),
+            "conversations.replies": partial(history.thread_replies, self),
             "users.info": self.user_info,
         }
 
@@ -104,7 +109,12 @@ class Workspace:
         channel = self._channel_arg(args)
         text, blocks = self._content(args)
         message = self._add_message(channel, text, blocks, args.get("thread_ts"))
-        return {"channel": channel, "ts": message.ts, "message": _message_json(message)}
+        metadata = json_arg(args.get("metadata"))
+        if metadata is not None:
+            if not isinstance(metadata, dict) or not metadata.get("event_type"):
+                raise SlackError("invalid_metadata_format")
+            message.metadata = metadata
+        return {"channel": channel, "ts": message.ts, "message": message_json(message)}
 
     def update(self, args: JSON) -> JSON:
         channel = self._channel_arg(args)
@@ -118,7 +128,7 @@ class Workspace:
             "channel": channel,
             "ts": message.ts,
             "text": text,
-            "message": _message_json(message),
+            "message": message_json(message),
         }
 
     def post_ephemeral(self, args: JSON) -> JSON:
@@ -258,17 +268,3 @@ class Workspace:
 
 def _opt_str(value: Any) -> str | None:
     return str(value) if value else None
-
-
-def _message_json(message: Message) -> JSON:
-    body: JSON = {
-        "type": "message",
-        "user": message.user,
-        "bot_id": BOT_ID,
-        "text": message.text,
-        "blocks": message.blocks,
-        "ts": message.ts,
-    }
-    if message.thread_ts:
-        body["thread_ts"] = message.thread_ts
-    return body

@@ -329,3 +329,27 @@ async def test_signing__bolt_routes_a_signed_slash_command_and_view_submission(
     assert await _dispatch(bolt_app, submission) == 200
     assert [(e.user, e.text) for e in fake.ephemerals()] == [(ALICE, "you asked: ask hi")]
     assert submitted == [("tok-9", "too big")]
+
+
+async def test_fake_slack__history_and_replies_return_metadata_only_when_asked(
+    client: AsyncWebClient,
+) -> None:
+    meta = {"event_type": "signoff_card", "event_payload": {"run_id": "run_1", "token": "t"}}
+    root = await client.chat_postMessage(channel="C0HIST", text="card", metadata=meta)
+    await client.chat_postMessage(channel="C0HIST", text="reply", thread_ts=root["ts"],
+                                  metadata=meta)
+    await client.chat_postMessage(channel="C0HIST", text="later")
+
+    plain = await client.conversations_history(channel="C0HIST")
+    full = await client.conversations_history(channel="C0HIST", include_all_metadata=True)
+    thread = await client.conversations_replies(channel="C0HIST", ts=root["ts"],
+                                                include_all_metadata=True)
+
+    assert [m["text"] for m in plain["messages"]] == ["later", "card"]  # newest first, no replies
+    assert all("metadata" not in m for m in plain["messages"])
+    assert [m.get("metadata") for m in full["messages"]] == [None, meta]
+    assert [(m["text"], m["metadata"]) for m in thread["messages"]] == [
+        ("card", meta), ("reply", meta)]
+    with pytest.raises(SlackApiError) as refused:
+        await client.chat_postMessage(channel="C0HIST", text="x", metadata={"event_payload": {}})
+    assert refused.value.response["error"] == "invalid_metadata_format"

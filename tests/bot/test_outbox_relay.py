@@ -171,7 +171,10 @@ async def test_deliver_due__dead_letter_after_max_attempts_is_logged(
     assert len(dead) == 1 and dead[0].levelno == logging.ERROR
     assert getattr(dead[0], "outbox_id", None) == row.id
     assert getattr(dead[0], "run_id", None) == run.id
-    assert (await relay.deliver_due(db, client, now=now + timedelta(hours=1))).picked == 0
+    # Only the requester's DM about it is tried later (Slack still fails it), never the card.
+    assert (await relay.deliver_due(db, client, now=now + timedelta(hours=1))).picked == 1
+    assert (await _row(db, run.id, "approval_card")).attempts == 3
+    assert (await _row(db, run.id, "dead_card_notice")).state is OutboxState.pending
     assert fake.messages() == []
 
 

@@ -219,3 +219,45 @@ async def test_pick_due__limit_one_leases_exactly_one_row_of_many_due(db: Databa
     # The other 29 are still due, not sitting out a lease nobody will deliver on.
     assert len(await _pick(db, T0, limit=1)) == 1
     assert len(await _pick(db, T0, limit=50)) == 28
+
+
+ORPHAN_AFTER = timedelta(seconds=30)
+LONG_LEASE = timedelta(minutes=5)
+
+
+async def _pick_as(db: Database, owner: str, now: datetime) -> list[OutboxRow]:
+    return await outbox.pick_due(db, now=now, lease=LONG_LEASE, owner_id=owner,
+                                 stale_before=now - ORPHAN_AFTER)
+
+
+async def test_pick_due__a_dead_owners_row_is_taken_over_once_its_heartbeat_is_stale(
+    db: Database,
+) -> None:
+    run = await make_run(db, now=T0)
+    await _enqueue(db, run, {"n": 1})
+    [taken] = await _pick_as(db, "proc_dead", T0)  # that process is killed here
+    assert (taken.owner_id, taken.heartbeat_at) == ("proc_dead", T0)
+
+    # Within the orphan window the row stays the dead owner's; the lease is not waited out.
+    assert await _pick_as(db, "proc_alive", T0 + ORPHAN_AFTER) == []
+    [again] = await _pick_as(db, "proc_alive", T0 + ORPHAN_AFTER + timedelta(seconds=1))
+    assert (again.id, again.attempts, again.owner_id) == (taken.id, 2, "proc_alive")
+    # The dead owner's late marks and beats change nothing now.
+    assert not await outbox.heartbeat(db, taken.id, owner_id="proc_dead", attempts=1,
+                                      now=T0 + LONG_LEASE)
+    assert not await outbox.mark_sent(db, taken.id, now=T0, attempts=1)
+    assert await outbox.mark_sent(db, again.id, now=T0 + ORPHAN_AFTER * 2, attempts=2)
+    [row] = await outbox.for_run(db, run.id)
+    assert (row.state, row.owner_id, row.heartbeat_at) == (OutboxState.sent, None, None)
+
+
+async def test_pick_due__a_live_owners_heartbeat_keeps_its_row(db: Database) -> None:
+    run = await make_run(db, now=T0)
+    await _enqueue(db, run, {"n": 1})
+    [taken] = await _pick_as(db, "proc_slow", T0)
+    for beat in range(1, 2 * LONG_LEASE // ORPHAN_AFTER + 1):  # well past the lease
+        at = T0 + beat * ORPHAN_AFTER / 2
+        assert await outbox.heartbeat(db, taken.id, owner_id="proc_slow", attempts=1, now=at)
+        assert await _pick_as(db, "proc_other", at + ORPHAN_AFTER / 2) == []
+    [row] = await outbox.for_run(db, run.id)
+    assert (row.owner_id, row.attempts) == ("proc_slow", 1)
