@@ -23,8 +23,9 @@ from store.api_records import ApiCall
 from store.effects import Effects
 from store.engine import Database
 from store.records import Run
-from store.runs import Suspension, transition
+from store.runs import Suspension
 from store.states import CallStatus, LedgerStatus, RunState
+from store.transitions import transition
 
 calls = schema.api_calls
 owners = schema.api_runs

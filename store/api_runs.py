@@ -21,8 +21,9 @@ from store.api_records import ApiRun
 from store.effects import Effects
 from store.engine import Database
 from store.records import Run
-from store.runs import NewRun, state_is, transition
+from store.runs import NewRun
 from store.states import RunState
+from store.transitions import state_is, transition
 
 owners = schema.api_runs
 #: ``runs.app_fingerprint`` of an external run: no app of ours defines its tools, and

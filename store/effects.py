@@ -115,10 +115,10 @@ async def apply(
             ],
         )
     for call_id, status, result in effects.ledger:
-        t = schema.tool_calls
+        CALLS = schema.tool_calls
         await conn.execute(
-            update(t)
-            .where(t.c.run_id == run_id, t.c.call_id == call_id)
+            update(CALLS)
+            .where(CALLS.c.run_id == run_id, CALLS.c.call_id == call_id)
             .values(status=status.value, result=result, finished_at=now)
         )
     for change in effects.calls:

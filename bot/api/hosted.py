@@ -12,7 +12,7 @@ from slack_sdk.errors import SlackApiError
 from bot.api import models, wire
 from bot.api.context import ApiContext
 from bot.api.errors import ApiError
-from resume import loop, starting
+from resume import ask
 from store import api_runs, runs
 from store.api_records import ApiKey, ApiRun
 
@@ -41,11 +41,12 @@ async def create(ctx: ApiContext, key: ApiKey, req: models.CreateRun) -> web.Res
     if existing is not None:
         return await _again(ctx, existing, digest)
     user = await requester_id(ctx, req.requester)
-    run = await starting.begin(ctx.rt, user, req.question or "")
+    asked = await ask.ask(ctx.rt, user, req.question or "")
+    run = asked.run
     origin = api_runs.Origin(key_id=key.id, idempotency_key=req.idempotency_key,
                              request_digest=digest, external=False)
     linked = await api_runs.link(ctx.rt.db, run.id, origin, now=ctx.rt.now())
-    ctx.services.spawn(loop.drive(ctx.rt, run), name=f"drive:{run.id}")
+    ctx.services.spawn(asked.drive.go(), name=f"drive:{run.id}")
     if linked is None:  # a concurrent create with this key won: answer with its run
         again = await api_runs.by_idempotency(ctx.rt.db, key.id, req.idempotency_key)
         if again is not None:

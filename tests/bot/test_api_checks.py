@@ -14,7 +14,7 @@ from datetime import timedelta
 import pytest
 
 from bot import ids
-from resume import expiry
+from resume import expire
 from store import api_calls, ledger, runs
 from store.states import CallStatus, RunState
 from tests.bot.api_harness import PREVIEW, Agent, make_key
@@ -122,7 +122,7 @@ async def test_expiry__an_undecided_call_expires_with_its_card(
     stored = await runs.get(world.db, run["id"])
     assert stored.expires_at is not None
     later = stored.expires_at + timedelta(seconds=1)
-    await expiry.expire_suspended(world.services.rt, later)
+    await expire.expire_suspended(world.services.rt, later)
     call = await agent.get_call(run["id"])
     assert call["status"] == "expired"
     status, refused = await agent.execute(run["id"])

@@ -1,7 +1,7 @@
 """A lost execution lease: the call goes ``unknown``, is never retried, and is reconciled.
 
 The lease is made to run out by writing the row (no sleeping); the reaper
-is the scheduler's own entry (``recovery.recover_orphans``).
+is the scheduler's own entry (``reap.recover_orphans``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import update
 
 from bot import ids
-from resume import recovery
+from resume import reap
 from store import ledger, runs, schema
 from store.states import LedgerStatus, RunState
 from tests.bot.api_harness import Agent, make_key
@@ -55,7 +55,7 @@ async def test_lost_lease__unknown_then_reconciled_by_the_agent(
     assert (await agent.call("POST", f"/runs/{run_id}/calls/c1/heartbeat"))[0] == 200
     await _lease_ran_out(world, run_id)
 
-    report = await recovery.recover_orphans(world.services.rt)
+    report = await reap.recover_orphans(world.services.rt)
     assert [c.call_id for c in report.calls.unknown] == ["c1"]
     assert (await agent.get_call(run_id))["status"] == "unknown"
     status, listed = await agent.call("GET", "/calls?status=unknown")
@@ -80,9 +80,9 @@ async def test_lost_lease__nobody_settles_and_the_run_fails_outcome_unknown(
     await _lease_ran_out(world, run_id)
     rt = world.services.rt
     for _ in range(rt.max_recovery_attempts + 1):
-        await recovery.recover_orphans(rt)
+        await reap.recover_orphans(rt)
         assert (await runs.get(world.db, run_id)).state is RunState.running
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
     assert [r.id for r in report.calls.failed] == [run_id]
     run = await agent.get_run(run_id)
     assert run["state"] == "failed" and run["reason"] == "outcome_unknown"

@@ -34,7 +34,7 @@ async def _full_run(db: Database, end: RunState, *, now: datetime) -> Run:
         db, token, decision="approve", actor="U9", reason=None, owner_id="owner-b", now=now,
         fx=Effects(events=[("decision", {"actor": "U9"})]),
     )
-    assert isinstance(won, claims.Claimed)
+    assert isinstance(won, claims.ClaimWon)
     epoch = won.run.lease_epoch
     await ledger.start(db, run.id, epoch, call_id="call_1", tool="send_quote",
                        args={"quote_id": "Q-1"}, idempotency_key=f"{run.id}:call_1", now=now)

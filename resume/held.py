@@ -1,8 +1,10 @@
-"""A process's hold on one run: the lease, the conversation, and the ways a run ends.
+"""The run this process holds under its lease, and every write a drive makes to it.
 
-Every write goes through the run's lease epoch. A worker whose lease was taken
-over gets LeaseLost on its next write and stops: a presumed-dead process that
-wakes up writes nothing.
+``HeldRun`` is the only writer of a drive: steps, tool results, the ledger's
+``started`` rows and their settlement, suspensions, heartbeats, and the ways a
+run ends (halt, fail, finish). Every write carries the run's lease epoch: a
+holder whose lease was taken over gets LeaseLost on its next write and stops,
+so a presumed-dead process that wakes up writes nothing.
 """
 
 from __future__ import annotations
@@ -11,28 +13,32 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-from resume import notify
+from resume import outbox
 from resume.messages import Message
-from resume.notices import EvidenceItem
-from resume.outcomes import CallOutcome
+from resume.outbox import EvidenceItem, FieldChange
+from resume.outcomes import CallOutcome, DetailsChanged
 from resume.runtime import Runtime
 from resume.scope import Scope
-from store import codec, errors, outage, runs
-from store import ledger as ledger_rows
+from store import codec, errors, ledger, messages, outage, runs
 from store.effects import Effects, LedgerCompletion
-from store.records import Run
+from store.events import EventKind
+from store.reasons import FailReason
+from store.records import LedgerEntry, Run
 from store.states import LedgerStatus, RunState
 
 log = logging.getLogger(__name__)
 
+Events = Sequence[tuple[str, dict[str, Any]]]
+OutboxRows = list[tuple[str, dict[str, Any]]]
+
 
 @dataclass
-class Worker:
+class HeldRun:
     rt: Runtime
     run: Run
     conversation: list[Message]
@@ -40,6 +46,17 @@ class Worker:
     #: What happened to each tool call settled during this drive.
     settled: dict[str, CallOutcome] = field(default_factory=dict)
     _mark: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    async def load(cls, rt: Runtime, run: Run) -> HeldRun:
+        """The held run with its stored conversation and the requester's scope as it is now."""
+        stored = await messages.load(rt.db, run.id)
+        return cls(rt, run, [Message.model_validate(m) for m in stored],
+                   scope=await rt.app.scope(run.user_id))
+
+    def keep_alive(self) -> AbstractAsyncContextManager[None]:
+        """Heartbeat the lease while the drive works (long tool or model calls included)."""
+        return keep_alive(self.rt, self.run)
 
     @property
     def epoch(self) -> int:
@@ -74,7 +91,7 @@ class Worker:
         elapsed, epoch = self.elapsed_ms(), self.epoch
 
         async def write(attempt: int) -> Run:
-            entry = await ledger_rows.get(self.rt.db, self.run.id, call_id) if attempt else None
+            entry = await ledger.get(self.rt.db, self.run.id, call_id) if attempt else None
             if entry is not None and entry.status is not LedgerStatus.started:
                 landed = await runs.get(self.rt.db, self.run.id)
                 if landed.state is not RunState.running or landed.lease_epoch != epoch:
@@ -91,9 +108,9 @@ class Worker:
         return self.run
 
     async def tool_result(
-        self, call_id: str, tool: str, content: Any, *, events: list[tuple[str, dict[str, Any]]],
-        outbox: list[tuple[str, dict[str, Any]]] | None = None,
-        ledger: LedgerCompletion | None = None, counts_as_call: bool = False,
+        self, call_id: str, tool: str, content: Any, *, events: Events,
+        rows: OutboxRows | None = None,
+        settles: LedgerCompletion | None = None, counts_as_call: bool = False,
         hold: bool = False,
     ) -> Run:
         """Append a tool-result message (what the model will see) with its effects.
@@ -102,19 +119,43 @@ class Worker:
         """
         text = content if isinstance(content, str) else _result_text(content)
         message = Message.tool_result(call_id, tool, text).model_dump(mode="json")
-        fx = Effects(messages=[message], events=events, outbox=outbox or [],
-                     ledger=[ledger] if ledger else [])
+        fx = Effects(messages=[message], events=list(events), outbox=rows or [],
+                     ledger=[settles] if settles else [])
         calls = 1 if counts_as_call else 0
-        if hold and ledger is not None:
-            return await self._record_held(fx, ledger.call_id, tool_calls=calls)
+        if hold and settles is not None:
+            return await self._record_held(fx, settles.call_id, tool_calls=calls)
         return await self.record(fx, tool_calls=calls)
 
+    async def start_call(self, call_id: str, tool: str, args: dict[str, Any],
+                         idempotency_key: str) -> LedgerEntry:
+        """The ledger's ``started`` row, committed before the tool runs (or the existing one)."""
+        return await ledger.start(self.rt.db, self.run.id, self.epoch, call_id=call_id,
+                                  tool=tool, args=args, idempotency_key=idempotency_key,
+                                  now=self.rt.now())
+
+    async def suspend(
+        self, call_id: str, suspension: runs.Suspension, *, event: dict[str, Any],
+        rows: OutboxRows, changes: list[FieldChange] | None,
+    ) -> Run:
+        """running -> suspended; with ``changes`` a re-ask whose details changed."""
+        kind = EventKind.resuspended if changes else EventKind.suspended
+        try:
+            self.run = await runs.suspend(
+                self.rt.db, self.run.id, self.epoch, suspension, now=self.rt.now(),
+                elapsed_ms=self.elapsed_ms(), fx=Effects(events=[(kind, event)], outbox=rows),
+            )
+        except (errors.PayloadTooLarge, errors.NotSerializable) as exc:
+            return await self.fail(FailReason.preview_too_large, detail=str(exc))
+        if changes is not None:
+            self.settled[call_id] = DetailsChanged(self.run, changes)
+        return self.run
+
     async def halt(self, reason: str, *, detail: str | None = None,
-                   outbox: list[tuple[str, dict[str, Any]]] | None = None) -> Run:
-        notice = notify.notice(self.run, "halted", channel=self.channel, reason=reason,
+                   rows: OutboxRows | None = None) -> Run:
+        notice = outbox.notice(self.run, "halted", channel=self.channel, reason=reason,
                                detail=detail)
-        fx = Effects(events=[("halted", {"reason": reason, "detail": detail})],
-                     outbox=[*(outbox or []), notice])
+        fx = Effects(events=[(EventKind.halted, {"reason": reason, "detail": detail})],
+                     outbox=[*(rows or []), notice])
         self.run = await runs.halt(self.rt.db, self.run.id, self.epoch, reason,
                                    now=self.rt.now(), fx=fx, elapsed_ms=self.elapsed_ms())
         return self.run
@@ -122,11 +163,17 @@ class Worker:
     async def fail(self, reason: str, *, detail: str | None = None,
                    missing: list[str] | None = None,
                    evidence: list[EvidenceItem] | None = None) -> Run:
-        notice = notify.notice(self.run, "failed", channel=self.channel, reason=reason,
+        notice = outbox.notice(self.run, "failed", channel=self.channel, reason=reason,
                                detail=detail, missing=missing, evidence=evidence)
-        fx = Effects(events=[("failed", {"reason": reason, "detail": detail,
+        fx = Effects(events=[(EventKind.failed, {"reason": reason, "detail": detail,
                                          "missing": missing or []})], outbox=[notice])
         return await self.fail_with(reason, fx)
+
+    async def fail_naming(self, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
+                          events: Events = ()) -> Run:
+        """running -> failed(reason), naming (and closing as ``unknown``) each of ``unknown``."""
+        return await self.fail_with(reason, failure_effects(
+            self.run, reason, detail, unknown, channel=self.channel, events=events))
 
     async def fail_with(self, reason: str, fx: Effects) -> Run:
         """running -> failed(reason), writing ``fx`` (its event and notice) with it."""
@@ -135,10 +182,10 @@ class Worker:
         return self.run
 
     async def finish(self, answer: str, evidence: list[EvidenceItem]) -> Run:
-        notice = notify.notice(self.run, "answered", channel=self.channel, answer=answer,
+        notice = outbox.notice(self.run, "answered", channel=self.channel, answer=answer,
                                evidence=evidence)
-        fx = Effects(events=[("answered", {"evidence": [e.model_dump() for e in evidence]})],
-                     outbox=[notice])
+        data = {"evidence": [e.model_dump() for e in evidence]}
+        fx = Effects(events=[(EventKind.answered, data)], outbox=[notice])
         self.run = await runs.finish(self.rt.db, self.run.id, self.epoch, answer,
                                      now=self.rt.now(), fx=fx, elapsed_ms=self.elapsed_ms())
         return self.run
@@ -163,6 +210,35 @@ def ledger_result(result: Any) -> Any:
     except errors.StoreError as exc:
         return {"unstored_result": str(exc), "summary": _result_text(result)[:2000]}
     return result
+
+
+def unknown_call(entry: LedgerEntry) -> str:
+    """One call whose write may or may not have happened: the tool, its arguments, its key."""
+    return (f"{entry.tool} may or may not have run with arguments {entry.args} "
+            f"(idempotency key {entry.idempotency_key})")
+
+
+def failure_effects(
+    run: Run, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
+    channel: str | None, events: Events = (), **data: Any,
+) -> Effects:
+    """A failure that names each call still ``started``, for a person to check.
+
+    Nobody will reconcile those calls once the run has failed, so the ledger
+    records their outcome as ``unknown`` in the same transaction.
+    """
+    if unknown:
+        lead = f"{detail.rstrip('.')}. " if detail else ""
+        detail = lead + "; ".join(unknown_call(e) for e in unknown)
+        detail += "; check before asking again."
+    named = [{"call_id": e.call_id, "tool": e.tool, "args": e.args,
+              "idempotency_key": e.idempotency_key} for e in unknown]
+    return Effects(
+        events=[*events, (EventKind.failed, {"reason": reason, "detail": detail, **data,
+                                             "unknown_calls": named})],
+        outbox=[outbox.notice(run, "failed", channel=channel, reason=reason, detail=detail)],
+        ledger=[LedgerCompletion(e.call_id, LedgerStatus.unknown, None) for e in unknown],
+    )
 
 
 @asynccontextmanager
