@@ -146,3 +146,16 @@ async def test_cancel__the_open_card_loses_its_buttons_and_the_call_is_cancelled
     late = await world.click(REP, ids.APPROVE_ACTION, token)
     assert late.status == 200
     assert (await agent.get_call(run["id"]))["status"] == "cancelled"
+
+
+async def test_slack_cancel__an_external_runs_pending_call_is_cancelled_too(
+    world: BotWorld, agent: Agent
+) -> None:
+    run = await agent.start()
+    assert (await agent.ask(run["id"]))[0] == 201
+    reply = await world.command(REP, f"cancel {run['id']}")
+    assert reply.status == 200
+    assert (await agent.get_run(run["id"]))["state"] == "failed"
+    assert (await agent.get_call(run["id"]))["status"] == "cancelled"
+    status, refused = await agent.execute(run["id"])
+    assert status == 409 and refused["error"] == "cancelled"
