@@ -36,9 +36,9 @@ import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type informat
 from bench import common, databases
 from bench.databases import Target
 from store import claims, schema, transitions
-from store.effects import Effects
 from store.engine import Database
 from store.states import RunState
+from store.transitions import Effects
 
 SIDES = ("raw statement", "signoff statement", "raw full claim", "signoff full claim")
 OWNER = "bench-owner"

@@ -11,8 +11,8 @@ from resume.messages import Message
 from resume.outcomes import Asked
 from resume.runtime import Runtime
 from store import runs
-from store.effects import Effects
 from store.events import EventKind
+from store.transitions import Effects
 
 #: Longest question accepted; the whole question is shown on every approval card.
 MAX_QUESTION_CHARS = 4000

@@ -12,10 +12,10 @@ from datetime import datetime
 
 from resume import external
 from resume.tools import REQUESTER, Approvers
-from store.effects import CallChange, Effects
 from store.reasons import FailReason
 from store.records import Approval, Run
 from store.states import CallStatus, RunState
+from store.transitions import CallChange, Effects
 
 
 def approvers(approval: Approval) -> Approvers:

@@ -30,13 +30,12 @@ from resume.tools import Preview
 from store import api_calls, approvals, errors, runs, schema
 from store.api_calls import RunChange
 from store.api_records import ApiCall, ApiKey
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import HaltReason
 from store.records import Approval, Run
 from store.runs import Suspension
 from store.states import CallStatus, RunState
-from store.transitions import state_is
+from store.transitions import Effects, state_is
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from resume.runtime import Runtime
 from store import api_calls, api_runs, ledger, runs, transitions
 from store.api_calls import RunChange
 from store.api_records import ApiCall
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import FailReason
 from store.records import Run
 from store.states import CallStatus, RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from resume.runtime import Runtime
 from store import api_calls, errors, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall, ApiKey
-from store.effects import Effects, LedgerCompletion
 from store.events import EventKind
 from store.records import Run
 from store.states import CallStatus, LedgerStatus
+from store.transitions import Effects, LedgerCompletion
 
 log = logging.getLogger(__name__)
 

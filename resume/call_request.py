@@ -22,12 +22,11 @@ from resume.tools import Preview
 from store import api_calls, errors, runs
 from store.api_calls import NewCall, RunChange
 from store.api_records import ApiCall, ApiKey
-from store.effects import Effects
 from store.events import EventKind
 from store.records import Run
 from store.runs import Suspension
 from store.states import RunState
-from store.transitions import state_is
+from store.transitions import Effects, state_is
 
 log = logging.getLogger(__name__)
 

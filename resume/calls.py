@@ -4,8 +4,9 @@ The checks run in a fixed order, each returning a named outcome: the tool
 exists and the route allows it; the arguments validate; the scope permits it;
 the ledger has no earlier attempt (never replay; reconcile an unknown one);
 a person approved it where one must (preview digest and guards re-checked
-against the world as it is now); only then does the tool run
-(``resume.execution``). Every write goes through the ``HeldRun``.
+against the world as it is now); only then does the tool run, through the
+ledger: ``started`` committed first, its result committed after. Every write
+goes through the ``HeldRun``.
 """
 
 from __future__ import annotations
@@ -17,18 +18,19 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from resume import execution, outbox, tools
-from resume.held import HeldRun
+from resume import budget, faults, outbox, tools
+from resume.held import HeldRun, ledger_result
 from resume.messages import ToolCall
 from resume.outbox import ApprovalCard, OutboxKind
-from resume.outcomes import Blocked, Declined, NoLongerPermitted
+from resume.outcomes import Blocked, Declined, Executed, NoLongerPermitted
 from resume.routes import Routed
-from resume.tools import Preview, Tool
-from store import approvals, ledger, runs
+from resume.tools import Preview, Tool, ToolContext
+from store import approvals, errors, ledger, runs
 from store.events import EventKind
-from store.reasons import HaltReason
+from store.reasons import FailReason, HaltReason
 from store.records import Approval, LedgerEntry, Run
 from store.states import LedgerStatus
+from store.transitions import Effects, LedgerCompletion
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +48,12 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
     checked = _checked(held, call, route)
     if isinstance(checked, _Refused):
         if entry is not None:
-            return await execution.unreconcilable(held, entry, checked.changed)
+            return await unreconcilable(held, entry, checked.changed)
         return await _error(held, call, checked.code, checked.message)
     tool, args = checked
     decision = await latest_approval(held, call.id)
     if entry is not None:
-        return await execution.reconcile(held, call, tool, args, entry,
+        return await reconcile(held, call, tool, args, entry,
                                          confirmed=decision is not None)
     decided = decision is not None and decision.decision is not None
     if not held.scope.permits(tool.name) and not decided:
@@ -60,7 +62,7 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
         return await _error(held, call, "not_permitted",
                             f"{held.run.user_id} may not use {tool.name}")
     if not tool.needs_confirmation(args, held.scope):
-        return await execution.execute(held, call, tool, args, confirmed=False)
+        return await execute(held, call, tool, args, confirmed=False)
     if decision is None or decision.decision is None:
         return await suspend(held, call, tool, args, previous=decision)
     if decision.decision == "decline":
@@ -120,7 +122,7 @@ async def _approved(
     preview = await tool.render_preview(args, held.scope)
     if preview.digest() != approval.digest:
         return await suspend(held, call, tool, args, previous=approval, preview=preview)
-    ctx = execution.context(held, call, confirmed=True)
+    ctx = context(held, call, confirmed=True)
     guard = await tool.check(args, held.scope, ctx)
     if not guard.ok:
         code, message = guard.code or "guard_failed", guard.message or "a check failed"
@@ -131,7 +133,7 @@ async def _approved(
                                      events=[(EventKind.guard_failed, event)], rows=[upd])
         held.settled[call.id] = Blocked(run, code, message)
         return None
-    return await execution.execute(held, call, tool, args, confirmed=True)
+    return await execute(held, call, tool, args, confirmed=True)
 
 
 async def latest_approval(held: HeldRun, call_id: str) -> Approval | None:
@@ -186,3 +188,94 @@ async def _error(held: HeldRun, call: ToolCall, code: str, message: str) -> Run 
     await held.tool_result(call.id, call.name, {"error": code, "message": message},
                         events=[(EventKind.tool_refused, {"call_id": call.id, "code": code})])
     return None
+
+
+def context(held: HeldRun, call: ToolCall, *, confirmed: bool) -> ToolContext:
+    return ToolContext(run_id=held.run.id, user_id=held.run.user_id, scope=held.scope,
+                       idempotency_key=idempotency_key(held.run.id, call.id), confirmed=confirmed,
+                       run=held.run)
+
+
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """Stable across crashes and replicas: the same call always has the same key."""
+    return f"{run_id}:{call_id}"
+
+
+async def execute(
+    held: HeldRun, call: ToolCall, tool: Tool[Any], args: BaseModel, *, confirmed: bool,
+    entry: LedgerEntry | None = None,
+) -> Run | None:
+    """Run the tool through the ledger: ``started`` committed first, result committed after."""
+    bound = budget.exceeded_before_tool(held.run)
+    if bound is not None:
+        return await held.halt(bound)
+    ctx = context(held, call, confirmed=confirmed)
+    if entry is None:
+        entry = await held.start_call(call.id, tool.name, call.arguments, ctx.idempotency_key)
+    faults.point(faults.AFTER_LEDGER_STARTED)
+    status = LedgerStatus.succeeded
+    try:
+        result: Any = await tool.execute(args, ctx)
+    except errors.DatabaseUnavailable:
+        # The store is out of reach (an app's tools may share it): whether the write
+        # happened is unknown, and nothing could be recorded anyway. The call stays
+        # ``started``; recovery reconciles it once the database is back.
+        raise
+    except Exception as exc:  # a tool's failure is information for the model, not a crash
+        log.warning("tool %s failed in run %s: %r", tool.name, held.run.id, exc,
+                    extra={"action": "tool_failed", "run_id": held.run.id})
+        status, result = LedgerStatus.failed, {"error": type(exc).__name__, "message": str(exc)}
+    faults.point(faults.AFTER_TOOL_WRITE)
+    stored = ledger_result(result)
+    # Only this process knows the result now: hold it through a short database outage.
+    run = await held.tool_result(
+        call.id, tool.name, result, counts_as_call=True, hold=True,
+        settles=LedgerCompletion(call.id, status, stored),
+        events=[(EventKind.tool, {"call_id": call.id, "tool": tool.name, "status": status.value,
+                          "confirmed": confirmed, "key": ctx.idempotency_key})],
+    )
+    faults.point(faults.AFTER_RESULT_COMMIT)
+    if status is LedgerStatus.succeeded:
+        held.settled[call.id] = Executed(run, result)
+    return None
+
+
+async def reconcile(
+    held: HeldRun, call: ToolCall, tool: Tool[Any], args: BaseModel, entry: LedgerEntry,
+    *, confirmed: bool,
+) -> Run | None:
+    """An earlier attempt's outcome is unknown: ask the tool before anything else."""
+    if tool.reconcile is not None:
+        verdict = await tool.reconcile(entry.idempotency_key, args)
+    elif tool.idempotent:
+        verdict = tools.Reconciliation.not_done()  # safe to call again with the same key
+    else:
+        verdict = tools.Reconciliation.cannot_tell()
+    event = {"call_id": call.id, "tool": tool.name, "outcome": verdict.outcome}
+    if verdict.outcome == "done":
+        run = await held.tool_result(
+            call.id, tool.name, verdict.result, counts_as_call=True,
+            settles=LedgerCompletion(call.id, LedgerStatus.succeeded,
+                                     ledger_result(verdict.result)),
+            events=[(EventKind.reconciled, event)],
+        )
+        held.settled[call.id] = Executed(run, verdict.result)
+        return None
+    if verdict.outcome == "not_done":
+        await held.record(Effects(events=[(EventKind.reconciled, event)]))
+        return await execute(held, call, tool, args, confirmed=confirmed, entry=entry)
+    return await held.fail_naming(
+        FailReason.outcome_unknown,
+        f"{tool.name} cannot tell whether its earlier call took effect.", [entry],
+        events=[(EventKind.reconciled, event)])
+
+
+async def unreconcilable(held: HeldRun, entry: LedgerEntry, changed: str) -> Run:
+    """A started call this deployment cannot ask about: its outcome stays unknown."""
+    event = {"call_id": entry.call_id, "tool": entry.tool, "outcome": "cannot_tell",
+             "because": changed}
+    return await held.fail_naming(
+        FailReason.outcome_unknown, f"{changed}, so its earlier call cannot be checked.",
+        [entry], events=[(EventKind.reconciled, event)])
+
+

@@ -14,11 +14,11 @@ from resume.grant import TRIES
 from resume.outcomes import Cancelled, CancelRefused
 from resume.runtime import Runtime
 from store import claims, runs
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import FailReason, RefusalReason
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 

@@ -24,11 +24,11 @@ from resume.outcomes import (
 from resume.runtime import Runtime
 from resume.tools import REQUESTER
 from store import approvals, claims, runs
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import HaltReason, RefusalReason
 from store.records import Approval, Run
 from store.states import RunState
+from store.transitions import Effects
 
 
 async def _may_decide(

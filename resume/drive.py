@@ -26,11 +26,11 @@ from resume.outcomes import CallOutcome, Stopped
 from resume.routes import Routed
 from resume.runtime import Runtime
 from store import api_runs, codec, errors, ledger, runs
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import FailReason, HaltReason
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ async def _work(held: HeldRun) -> Run:
     except Exception as exc:
         # A bug in a tool's preview or guard, or in the app: stop loudly, never silently.
         log.exception("run %s stopped on an unexpected error", held.run.id,
-                      extra={"action": "internal_error", "run_id": held.run.id})
+                      extra={"action": FailReason.internal_error.value, "run_id": held.run.id})
         return await _fail(held, FailReason.internal_error, f"{type(exc).__name__}: {exc}")
 
 

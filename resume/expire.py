@@ -18,10 +18,10 @@ from datetime import datetime
 from resume import call_decided, outbox
 from resume.runtime import Runtime
 from store import sweeps
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import HaltReason
 from store.records import Run
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from resume.outcomes import ApiRefusal, ApiRefused
 from resume.runtime import Runtime
 from store import api_runs
 from store.api_records import ApiCall, ApiKey, ApiRun
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import HaltReason
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 
 Row = outbox.Row
 

@@ -20,11 +20,11 @@ from resume.outcomes import ApiRefusal, ApiRefused, ExternalRun
 from resume.runtime import Runtime
 from store import api_calls, api_runs, ledger, runs
 from store.api_records import ApiKey
-from store.effects import CallChange, Effects
 from store.events import EventKind
 from store.reasons import FailReason
 from store.records import LedgerEntry, Run
 from store.states import CallStatus, LedgerStatus, RunState
+from store.transitions import CallChange, Effects
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from resume.outcomes import ApiRefusal, ApiRefused, ExternalRun
 from resume.runtime import Runtime
 from store import api_runs, runs
 from store.api_records import ApiKey, ApiRun
-from store.effects import Effects
 from store.events import EventKind
 from store.runs import NewRun
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from resume.drive import Drive
 from resume.outcomes import Continued, ContinueRefused
 from resume.runtime import Runtime
 from store import claims, runs
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import RefusalReason
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 

@@ -25,11 +25,11 @@ from resume.outcomes import CallOutcome, DetailsChanged
 from resume.runtime import Runtime
 from resume.scope import Scope
 from store import codec, errors, ledger, messages, outage, runs
-from store.effects import Effects, LedgerCompletion
 from store.events import EventKind
 from store.reasons import FailReason
 from store.records import LedgerEntry, Run
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects, LedgerCompletion
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,12 @@ OutboxRows = list[tuple[str, dict[str, Any]]]
 
 @dataclass
 class HeldRun:
+    """The run this process holds at ``run.lease_epoch``, with its conversation and scope.
+
+    Each write returns the run as stored after it (also kept in ``run``), or
+    raises LeaseLost having written nothing.
+    """
+
     rt: Runtime
     run: Run
     conversation: list[Message]
@@ -73,6 +79,7 @@ class HeldRun:
         return self.rt.approvals_channel
 
     async def record(self, fx: Effects, **counters: Any) -> Run:
+        """A step: ``fx`` (messages, events, outbox, ledger settlements) and budget counters."""
         self.run = await runs.record_step(
             self.rt.db, self.run.id, self.epoch, now=self.rt.now(), fx=fx,
             elapsed_ms=self.elapsed_ms(), **counters,
@@ -152,6 +159,7 @@ class HeldRun:
 
     async def halt(self, reason: str, *, detail: str | None = None,
                    rows: OutboxRows | None = None) -> Run:
+        """running -> halted(reason); the requester is told how to continue."""
         notice = outbox.notice(self.run, "halted", channel=self.channel, reason=reason,
                                detail=detail)
         fx = Effects(events=[(EventKind.halted, {"reason": reason, "detail": detail})],
@@ -163,10 +171,11 @@ class HeldRun:
     async def fail(self, reason: str, *, detail: str | None = None,
                    missing: list[str] | None = None,
                    evidence: list[EvidenceItem] | None = None) -> Run:
+        """running -> failed(reason), with a failure notice."""
         notice = outbox.notice(self.run, "failed", channel=self.channel, reason=reason,
                                detail=detail, missing=missing, evidence=evidence)
-        fx = Effects(events=[(EventKind.failed, {"reason": reason, "detail": detail,
-                                         "missing": missing or []})], outbox=[notice])
+        data = {"reason": reason, "detail": detail, "missing": missing or []}
+        fx = Effects(events=[(EventKind.failed, data)], outbox=[notice])
         return await self.fail_with(reason, fx)
 
     async def fail_naming(self, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
@@ -182,6 +191,7 @@ class HeldRun:
         return self.run
 
     async def finish(self, answer: str, evidence: list[EvidenceItem]) -> Run:
+        """running -> answered, with the evidence (which tools ran) in the notice."""
         notice = outbox.notice(self.run, "answered", channel=self.channel, answer=answer,
                                evidence=evidence)
         data = {"evidence": [e.model_dump() for e in evidence]}

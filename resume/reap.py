@@ -27,10 +27,10 @@ from resume import call_reap, drive, held
 from resume.outcomes import RecoveryReport
 from resume.runtime import Runtime
 from store import errors, sweeps
-from store.effects import Effects
 from store.events import EventKind
 from store.reasons import FailReason
 from store.records import Run
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 

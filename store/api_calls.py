@@ -20,12 +20,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import call_watch, codec, schema
 from store.api_records import ApiCall
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
 from store.runs import Suspension
 from store.states import CallStatus, LedgerStatus, RunState
-from store.transitions import transition
+from store.transitions import Effects, transition
 
 calls = schema.api_calls
 owners = schema.api_runs

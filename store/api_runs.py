@@ -18,12 +18,11 @@ from sqlalchemy.exc import IntegrityError
 
 from store import codec, schema
 from store.api_records import ApiRun
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
 from store.runs import NewRun
 from store.states import RunState
-from store.transitions import state_is, transition
+from store.transitions import Effects, state_is, transition
 
 owners = schema.api_runs
 #: ``runs.app_fingerprint`` of an external run: no app of ours defines its tools, and

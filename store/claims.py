@@ -15,12 +15,11 @@ from sqlalchemy import ColumnElement, select, update
 
 from store import approvals as approvals_store
 from store import codec, schema
-from store.effects import Effects
 from store.engine import Database
 from store.reasons import FailReason, HaltReason, RefusalReason
 from store.records import Approval, Run
 from store.states import RunState
-from store.transitions import state_is, transition
+from store.transitions import Effects, state_is, transition
 
 RUNS = schema.runs
 APPROVALS = schema.approvals

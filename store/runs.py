@@ -17,11 +17,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, insert, select, update
 
 from store import codec, errors, schema
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
-from store.transitions import state_is, transition
+from store.transitions import Effects, state_is, transition
 
 log = logging.getLogger(__name__)
 RUNS = schema.runs

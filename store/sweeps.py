@@ -17,12 +17,11 @@ from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import api_runs, schema
-from store.effects import Effects
 from store.engine import Database
 from store.reasons import FailReason, HaltReason
 from store.records import LedgerEntry, Run
 from store.states import LedgerStatus, RunState
-from store.transitions import state_is, transition
+from store.transitions import Effects, state_is, transition
 
 RUNS = schema.runs
 
@@ -148,7 +147,7 @@ async def take_over_orphans(
                             "halt_reason": FailReason.recovery_exhausted.value,
                             "heartbeat_at": None, "pending_token": None},
                     fx=exhausted_effects(await _orphan(conn, before)), now=now,
-                    action="recovery_exhausted",
+                    action=FailReason.recovery_exhausted.value,
                 )
                 if run is not None:
                     out.exhausted.append(run)

@@ -1,27 +1,145 @@
-"""The one shape of every run transition: a guarded UPDATE plus its effects.
+"""The one shape of every run transition: a guarded UPDATE plus its effects, in one transaction.
 
 ``transition`` checks, inside its UPDATE, what its caller expects (state, lease
 epoch, token); when another caller got there first it matches no row and
 writes nothing, effects included.
+
+Effects are what a transition writes besides the run row: it appends events
+(the audit trail), may append conversation messages, may enqueue outbox rows
+(what a person must hear) and may settle ledger rows. Bundling them with the
+UPDATE is what makes "the state changed but nobody was told" impossible.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, literal_column, update
+from sqlalchemy import ColumnElement, insert, literal_column, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import effects, schema
-from store.effects import Effects
+from store import call_watch, codec, schema
 from store.records import Run
-from store.states import RunState
+from store.states import LedgerStatus, OutboxState, RunState
 
 log = logging.getLogger(__name__)
 RUNS = schema.runs
+
+
+@dataclass(frozen=True)
+class LedgerCompletion:
+    call_id: str
+    status: LedgerStatus
+    result: Any
+
+
+@dataclass(frozen=True)
+class CallChange:
+    """New values for an external call's row (``api_calls``), written with the transition."""
+
+    call_id: str
+    values: dict[str, Any]
+
+
+@dataclass
+class Effects:
+    #: Conversation messages to append, in order.
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    #: (kind, data) events to append, in order.
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: (kind, payload) outbox rows to enqueue.
+    outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    #: Ledger rows to close.
+    ledger: list[LedgerCompletion] = field(default_factory=list)
+    #: External calls whose status moves with the run (their waiters are woken at commit).
+    calls: list[CallChange] = field(default_factory=list)
+
+    def encoded(self) -> EncodedEffects:
+        """Encode every document up front, so a bad one fails before any write."""
+        return EncodedEffects(
+            messages=[
+                codec.dumps(m, what="message", limit=codec.MAX_MESSAGE_BYTES)
+                for m in self.messages
+            ],
+            events=[(k, codec.dumps(d, what=f"event {k!r} data")) for k, d in self.events],
+            outbox=[(k, codec.dumps(p, what=f"outbox {k!r} payload")) for k, p in self.outbox],
+            ledger=[
+                (c.call_id, c.status, codec.dumps(c.result, what=f"result of {c.call_id}"))
+                for c in self.ledger
+            ],
+            calls=list(self.calls),
+        )
+
+
+@dataclass(frozen=True)
+class EncodedEffects:
+    messages: list[str]
+    events: list[tuple[str, str]]
+    outbox: list[tuple[str, str]]
+    ledger: list[tuple[str, LedgerStatus, str]]
+    calls: list[CallChange] = field(default_factory=list)
+
+
+async def _apply(
+    conn: AsyncConnection,
+    run_id: str,
+    effects: EncodedEffects,
+    *,
+    message_base: int,
+    event_base: int,
+    now: datetime,
+) -> None:
+    """Write the encoded effects; ``*_base`` are the sequence numbers before this write."""
+    if effects.messages:
+        await conn.execute(
+            insert(schema.run_messages),
+            [
+                {"run_id": run_id, "seq": message_base + i + 1, "message": m}
+                for i, m in enumerate(effects.messages)
+            ],
+        )
+    if effects.events:
+        await conn.execute(
+            insert(schema.run_events),
+            [
+                {"run_id": run_id, "seq": event_base + i + 1, "kind": k, "data": d, "at": now}
+                for i, (k, d) in enumerate(effects.events)
+            ],
+        )
+    if effects.outbox:
+        await conn.execute(
+            insert(schema.outbox),
+            [
+                {
+                    "kind": k,
+                    "run_id": run_id,
+                    "payload": p,
+                    "state": OutboxState.pending.value,
+                    "attempts": 0,
+                    "next_attempt_at": now,
+                    "created_at": now,
+                }
+                for k, p in effects.outbox
+            ],
+        )
+    calls = schema.tool_calls
+    for call_id, status, result in effects.ledger:
+        await conn.execute(
+            update(calls)
+            .where(calls.c.run_id == run_id, calls.c.call_id == call_id)
+            .values(status=status.value, result=result, finished_at=now)
+        )
+    external = schema.api_calls
+    for change in effects.calls:
+        await conn.execute(
+            update(external)
+            .where(external.c.run_id == run_id, external.c.call_id == change.call_id)
+            .values(**change.values, updated_at=now)
+        )
+        await call_watch.notify(conn, run_id, change.call_id)
 
 
 def state_is(*states: RunState) -> ColumnElement[bool]:
@@ -63,7 +181,7 @@ async def transition(
     if row is None:
         return None
     run = Run.from_row(row)
-    await effects.apply(
+    await _apply(
         conn,
         run.id,
         enc,

@@ -17,11 +17,11 @@ from resume.routes import Branch, RouteDecision
 from resume.runtime import Runtime
 from resume.scripted import ScriptedModel
 from store import events, ledger, outbox, runs, schema, sweeps
-from store.effects import Effects
 from store.engine import Database
 from store.events import EventKind
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects
 from tests import journeys
 from tests.purchase_harness import (
     ASK,

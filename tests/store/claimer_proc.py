@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from store import claims, engine, sweeps
-from store.effects import Effects
 from store.engine import Database
+from store.transitions import Effects
 
 
 async def _ready(db: Database) -> None:

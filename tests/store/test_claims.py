@@ -4,10 +4,10 @@ import asyncio
 from datetime import timedelta
 
 from store import claims, events, runs
-from store.effects import Effects
 from store.engine import Database
 from store.reasons import RefusalReason
 from store.states import RunState
+from store.transitions import Effects
 from tests.store.factories import make_run, make_suspended, utcnow
 
 

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from store import claims, events, outbox, runs, sweeps
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 from tests.store.factories import make_suspended
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import Table, event, func, select
 
 from store import claims, ledger, retention, runs, schema
-from store.effects import Effects, LedgerCompletion
 from store.engine import Database
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects, LedgerCompletion
 from tests.store.factories import make_run, make_suspended
 
 CUTOFF = datetime(2030, 1, 31, tzinfo=UTC)
