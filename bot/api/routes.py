@@ -80,6 +80,7 @@ def add_api_routes(app: web.Application, services: Services) -> None:
 
     sub.router.add_get("/openapi.json", serve_document)
     sub.cleanup_ctx.append(_background)
+    sub.on_shutdown.append(_stopping)
     app.add_subapp(PREFIX, sub)
 
 
@@ -95,6 +96,10 @@ def _guarded(handler: Handler) -> Any:
             raise ApiError(503, "unavailable", "the database is unreachable; retry") from None
 
     return handle
+
+
+async def _stopping(sub: web.Application) -> None:
+    sub[CONTEXT].stopping.set()
 
 
 async def _background(sub: web.Application) -> AsyncIterator[None]:
