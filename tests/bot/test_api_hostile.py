@@ -114,3 +114,11 @@ async def test_text_from_the_client_cannot_look_like_signoffs_own_words(world: B
     rendered = json.dumps(card.blocks)
     assert "<!channel>" not in rendered and "<!here>" not in rendered
     assert "<@U0BOSS>" not in rendered
+
+
+async def test_unknown_paths_and_methods_answer_in_the_error_shape(world: BotWorld) -> None:
+    agent = Agent(world, await make_key(world.db))
+    status, answer = await agent.call("GET", "/nowhere")
+    assert status == 404 and answer["error"] == "not_found" and answer["message"]
+    status, answer = await agent.call("DELETE", "/runs")
+    assert status == 405 and answer["error"] == "method_not_allowed"
