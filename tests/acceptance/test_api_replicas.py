@@ -18,15 +18,18 @@ from typing import Any
 
 import aiohttp
 import pytest
+from sqlalchemy import func, select
 
 from bot.api import auth
-from store import api_keys, engine
+from examples.crm import CRM
+from store import api_keys, approvals, engine, migrate, runs, schema
 from tests.acceptance import replicas
 from tests.acceptance.replicas import Card, Cluster, Replica, World, until
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+pytestmark = [pytest.mark.slow]
 
 TRIALS = 100
+SQLITE_TRIALS = 10
 IN_FLIGHT = 8
 PREVIEW = {"title": "Refund order A-1", "fields": [["Order", "A-1"]]}
 
@@ -54,6 +57,18 @@ async def _api(c: Cluster, replica: Replica, key: str, method: str, path: str,
                               headers={"Authorization": f"Bearer {key}"},
                               timeout=aiohttp.ClientTimeout(total=60)) as response:
         return response.status, await response.json()
+
+
+async def _card_sqlite(db: engine.Database, run_id: str) -> Card:
+    async def posted() -> Card | None:
+        run = await runs.get(db, run_id)
+        found = await approvals.for_run(db, run_id)
+        if not found or not found[0].slack_ts or not found[0].slack_channel:
+            return None
+        return Card(found[0].token, run_id, run.user_id, found[0].slack_channel,
+                    found[0].slack_ts)
+
+    return await until(posted, timeout=60, what=f"the card of {run_id}")
 
 
 async def _card(w: World, run_id: str) -> Card:
@@ -91,6 +106,7 @@ async def _trial(c: Cluster, w: World, a: Replica, b: Replica, key: str, n: int)
     return [status for status, _ in claims]
 
 
+@pytest.mark.postgres
 async def test_api_replicas__two_concurrent_executes_run_once_over_100_trials(
     replica_db: str, tmp_path: Path
 ) -> None:
@@ -118,3 +134,39 @@ async def test_api_replicas__two_concurrent_executes_run_once_over_100_trials(
         counted = await w.fetch("SELECT sum(tool_calls) AS n FROM runs")
         assert counted[0]["n"] == TRIALS
         assert set((await c.stop_all()).values()) == {0}
+
+
+async def test_api_serve_on_sqlite__long_poll_and_racing_executes_in_one_process(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'api.db'}"
+    db = engine.connect(url)
+    try:
+        await migrate.upgrade(db)
+        await CRM(db).setup()
+        [key] = await _keys(url, 1)
+        async with replicas.cluster(url, tmp_path) as c:
+            [only] = await c.start(1)
+            for n in range(SQLITE_TRIALS):
+                status, run = await _api(c, only, key, "POST", "/runs", {
+                    "external": True, "requester": replicas.user(n), "title": f"r{n}",
+                    "idempotency_key": f"sqlite-{n}"})
+                assert status == 201, run
+                path = f"/runs/{run['id']}/calls"
+                assert (await _api(c, only, key, "POST", path, {
+                    "call_id": "c1", "tool": "refund_order", "preview": PREVIEW}))[0] == 201
+                card = await _card_sqlite(db, run["id"])
+                waiting = asyncio.create_task(_api(c, only, key, "GET", f"{path}/c1?wait=25"))
+                assert await c.click(only, card) == 200
+                assert (await waiting)[1]["status"] == "approved"
+                body = {"preview": PREVIEW}
+                claims = await asyncio.gather(
+                    *(_api(c, only, key, "POST", f"{path}/c1/execute", body) for _ in range(2)))
+                assert sorted(s for s, _ in claims) == [200, 409], claims
+            assert set((await c.stop_all()).values()) == {0}
+        async with db.read() as conn:
+            executed = (await conn.execute(select(func.count()).select_from(
+                schema.tool_calls))).scalar_one()
+        assert executed == SQLITE_TRIALS
+    finally:
+        await db.dispose()
