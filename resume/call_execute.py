@@ -27,7 +27,7 @@ from resume.outbox import ApprovalCard, OutboxKind
 from resume.outcomes import ApiRefusal, ApiRefused, ExecutionClaimed
 from resume.runtime import Runtime
 from resume.tools import Preview
-from store import api_calls, approvals, errors, runs, schema
+from store import api_calls, approvals, errors, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall, ApiKey
 from store.events import EventKind
@@ -35,7 +35,7 @@ from store.reasons import HaltReason
 from store.records import Approval, Run
 from store.runs import Suspension
 from store.states import CallStatus, RunState
-from store.transitions import Effects, state_is
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
@@ -103,9 +103,8 @@ async def _claim(rt: Runtime, run: Run, call: ApiCall) -> ExecutionClaimed | Api
     key = external.idempotency_key(run.id, call.call_id)
     lease = external.LEASE_SECONDS
     change = RunChange(
-        where=[state_is(RunState.running)],
-        values={"tool_calls": schema.runs.c.tool_calls + 1,
-                "spend_usd": schema.runs.c.spend_usd + call.spend_usd},
+        expect=(RunState.running,),
+        charge_spend_usd=call.spend_usd,
         fx=Effects(events=[(EventKind.executing, {"call_id": call.call_id, "tool": call.tool,
                                           "key": key, "external": True})]),
         ledger_key=key,
@@ -156,7 +155,7 @@ async def _changed(
     event = {"call_id": call.call_id, "tool": call.tool, "digest": preview.digest(),
              "expires_at": suspension.expires_at.isoformat(),
              "changes": [c.model_dump() for c in changes], "external": True}
-    change = RunChange(where=[state_is(RunState.running)], suspension=suspension, fx=Effects(
+    change = RunChange(expect=(RunState.running,), suspension=suspension, fx=Effects(
         events=[(EventKind.resuspended, event)],
         outbox=[(OutboxKind.approval_card.value, card),
                 outbox.card_update(run, approval.token, "superseded", at=now,
@@ -185,7 +184,7 @@ async def _blocked(
     now = rt.now()
     code = ex.guard_code or "guard_failed"
     message = ex.guard_message or "a check failed"
-    change = RunChange(where=[state_is(RunState.running)], fx=Effects(
+    change = RunChange(expect=(RunState.running,), fx=Effects(
         events=[(EventKind.guard_failed, {"call_id": call.call_id, "code": code,
                                           "external": True})],
         outbox=[outbox.card_update(run, approval.token, "guard_failed", at=now,
@@ -207,7 +206,7 @@ async def _no_longer_permitted(
     now = rt.now()
     detail = f"{run.user_id} may no longer use {call.tool}"
     change = RunChange(
-        where=[state_is(RunState.running)],
+        expect=(RunState.running,),
         values={"state": RunState.halted.value,
                 "halt_reason": HaltReason.no_longer_permitted.value},
         fx=Effects(

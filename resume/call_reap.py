@@ -20,7 +20,7 @@ from datetime import datetime
 from resume import external, held, outbox
 from resume.outcomes import CallsReaped
 from resume.runtime import Runtime
-from store import api_calls, api_runs, ledger, runs, transitions
+from store import api_calls, api_runs, ledger, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall
 from store.events import EventKind
@@ -48,9 +48,8 @@ async def reap_calls(rt: Runtime, now: datetime | None = None) -> CallsReaped:
         if call.recovery_attempts < rt.max_recovery_attempts:
             await api_calls.move(rt.db, call.run_id, call.call_id, expect=(CallStatus.unknown,),
                                  values={"recovery_attempts": call.recovery_attempts + 1},
-                                 where=[api_calls.calls.c.recovery_attempts
-                                        == call.recovery_attempts],
-                                 run=RunChange(where=[transitions.state_is(*_OPEN_RUN)]), now=now)
+                                 attempts=call.recovery_attempts,
+                                 run=RunChange(expect=_OPEN_RUN), now=now)
             continue
         failed = await _fail(rt, call, now)
         if failed is not None:
@@ -76,7 +75,7 @@ async def _lapse(rt: Runtime, call: ApiCall, now: datetime) -> ApiCall | None:
                                  expect=(CallStatus.executing,), now=now, run=change,
                                  values={"status": CallStatus.unknown.value,
                                          "recovery_attempts": 0},
-                                 where=[api_calls.calls.c.lease_until < now])
+                                 lease_before=now)
     if moved is None:
         return None
     log.warning("run %s: call %s lost its lease; its outcome is unknown", run.id, call.call_id,

@@ -26,7 +26,7 @@ from store.events import EventKind
 from store.records import Run
 from store.runs import Suspension
 from store.states import RunState
-from store.transitions import Effects, state_is
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,6 @@ def _suspension(rt: Runtime, run: Run, req: CallRequest) -> RunChange:
     )
     event = {"call_id": req.call_id, "tool": req.tool, "digest": req.preview.digest(),
              "expires_at": suspension.expires_at.isoformat(), "external": True}
-    return RunChange(where=[state_is(RunState.running)], suspension=suspension,
+    return RunChange(expect=(RunState.running,), suspension=suspension,
                      fx=Effects(events=[(EventKind.suspended, event)],
                                 outbox=[(OutboxKind.approval_card.value, card)]))

@@ -30,7 +30,6 @@ log = logging.getLogger(__name__)
 
 INCOMPLETE = FailReason.incomplete
 CANCELLED = FailReason.cancelled
-_IN_FLIGHT = (CallStatus.executing, CallStatus.unknown)
 _UNSETTLED = (CallStatus.pending, CallStatus.approved)
 
 
@@ -102,9 +101,9 @@ async def _end(
              "reason": values.get("halt_reason"), "answer": values.get("answer")}
     fx.calls += closing.calls
     fx.outbox += external.webhook_rows(run, "run.finished", final, at=now)
-    guard = [] if in_flight_ok else [api_calls.none_of_run(*_IN_FLIGHT)]
     ended = await api_runs.move(rt.db, run.id, expect=expect, values=values, now=now, fx=fx,
-                                action=f"external_{values['state']}", where=guard)
+                                action=f"external_{values['state']}",
+                                settled_calls=not in_flight_ok)
     if ended is None:
         current = await runs.get(rt.db, run.id)
         if current.state is RunState.running:
