@@ -20,12 +20,13 @@ entry                       outcome
 ``purge.purge``             ``int`` (runs deleted)
 ==========================  ==========================================================
 
-The HTTP API's external runs and calls have their own entries, each
-returning its outcome or an ``ApiRefused``: ``hosted_start.start_hosted``
-(``HostedRun``, through ``ask``), ``external_start.start_external`` (``ExternalRun``), ``call_request.request_call`` (``CallState``),
-``call_execute.execute`` (``ExecutionClaimed``), ``call_report.report`` and
-``heartbeat`` (``CallState``), ``external_end.finish`` and ``cancel``
-(``ExternalRun``); the reaper's ``call_reap.reap_calls`` (``CallsReaped``).
+The HTTP API's runs and calls have their own entries, each returning its
+outcome or an ``ApiRefused``: ``hosted_start.start_hosted`` (``HostedRun``,
+through ``ask``), ``external_start.start_external`` (``ExternalRun``),
+``call_request.request_call`` (``CallState``), ``call_execute.execute``
+(``ExecutionClaimed``), ``call_report.report`` and ``heartbeat``
+(``CallState``), ``external_end.finish`` and ``cancel`` (``ExternalRun``);
+the reaper's ``call_reap.reap_calls`` (``CallsReaped``).
 """
 
 from __future__ import annotations
