@@ -27,6 +27,8 @@ from store.engine import AFTER_COMMIT, Database
 log = logging.getLogger(__name__)
 
 CHANNEL = "signoff_calls"
+#: How long stopping the listener may take before it is abandoned.
+STOP_SECONDS = 5.0
 _waiters: defaultdict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
 
 
@@ -87,6 +89,11 @@ class Listener:
 
     async def stop(self) -> None:
         conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):  # closing a dead connection may fail; it is gone
-                await conn.close()
+        if conn is None:
+            return
+        # Dropped, not handed back to the pool (it holds a LISTEN), and bounded: a stop
+        # must not wait on a connection the server may already have closed.
+        with contextlib.suppress(Exception):  # a dead connection may fail to close; it is gone
+            await asyncio.wait_for(conn.invalidate(), STOP_SECONDS)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.close(), STOP_SECONDS)

@@ -6,6 +6,8 @@ schemas are generated from the pydantic models in ``bot.api.models``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -131,5 +133,6 @@ async def _background(sub: web.Application) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        await sender.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(sender.stop(), call_watch.STOP_SECONDS)
         await listener.stop()
