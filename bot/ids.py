@@ -72,6 +72,7 @@ SCOPES_BY_METHOD: Final[dict[str, str | None]] = {
     "conversations.history": "channels:history",
     "conversations.replies": "channels:history",
     "users.info": "users:read",
+    "users.lookupByEmail": "users:read.email",
     "views.open": None,
     "views.update": None,
 }

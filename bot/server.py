@@ -26,6 +26,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
 
 from bot import bolt_app, config, ids, intake, logs, metrics_http, scheduler, socket_mode
+from bot.api import add_api_routes
 from bot.services import Services
 from resume import apps
 from resume.apps import App
@@ -110,6 +111,7 @@ async def build_server(
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)
     metrics_http.install(web_app, ids.METRICS_PATH, runtime, settings.metrics_token)
+    add_api_routes(web_app, services)
     return web_app, services
 
 

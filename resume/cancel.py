@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from resume import evidence, outbox
+from resume import call_decided, evidence, outbox
 from resume.grant import TRIES
 from resume.outcomes import Cancelled, CancelRefused
 from resume.runtime import Runtime
@@ -39,10 +39,10 @@ async def cancel(rt: Runtime, run_id: str, user: str) -> Cancelled | CancelRefus
         done = await evidence.of_run(rt.db, rt.app, run_id)
         rows.append(outbox.notice(current, "cancelled", channel=rt.approvals_channel,
                                   reason=FailReason.cancelled, evidence=done))
-        fx = Effects(events=[(EventKind.cancelled, {
+        fx = call_decided.merged(Effects(events=[(EventKind.cancelled, {
             "by": user, "previous_state": current.state.value,
             "previous_reason": current.halt_reason, "token": current.pending_token,
-        })], outbox=rows)
+        })], outbox=rows), call_decided.cancel_effects(current, now))
         result = await claims.cancel(rt.db, run_id, user_id=user, now=now, fx=fx,
                                      epoch=current.lease_epoch)
         if isinstance(result, Run):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from resume import evidence, outbox
+from resume import call_decided, evidence, outbox
 from resume.runtime import Runtime
 from store import sweeps
 from store.events import EventKind
@@ -47,8 +47,8 @@ def _effects(rt: Runtime, before: Run, now: datetime) -> Effects:
     rows.append(outbox.notice(before, "expired", channel=rt.approvals_channel,
                               reason=HaltReason.suspension_expired, tool=tool,
                               evidence=evidence.items(rt.app, finished)))
-    return Effects(
+    return call_decided.merged(Effects(
         events=[(EventKind.expired, {"token": before.pending_token, "tool": tool,
                              "expires_at": expires})],
         outbox=rows,
-    )
+    ), call_decided.expiry_effects(before, now))

@@ -24,6 +24,8 @@ class OutboxKind(StrEnum):
     card_update = "card_update"
     #: Post a message in the run's thread (or DM the requester) about its outcome.
     run_notice = "run_notice"
+    #: POST a signed event to an API key's webhook URL (not Slack: its own sender).
+    webhook = "webhook"
 
 
 class _Frozen(BaseModel):
@@ -95,7 +97,8 @@ class CardUpdate(_Frozen):
     reason: str | None = None
 
 
-NoticeEvent = Literal["answered", "failed", "halted", "expired", "continued", "cancelled"]
+NoticeEvent = Literal["answered", "failed", "halted", "expired", "continued", "cancelled",
+                      "call_ran", "call_unknown"]
 
 
 class EvidenceItem(_Frozen):
@@ -129,6 +132,22 @@ class RunNotice(_Frozen):
     channel: str | None = None  #: the approvals channel if the run has no thread yet
     declined: DeclineData | None = None  #: the run stopped because a person declined
     tool: str | None = None  #: the request an expiry or a decline was about
+
+
+WebhookType = Literal["call.decided", "call.expired", "call.unknown", "run.finished"]
+
+
+class WebhookEvent(_Frozen):
+    """One event for the webhook of the key that created ``run_id``.
+
+    ``id`` is the Standard Webhooks message id (the same on every retry).
+    """
+
+    id: str
+    run_id: str
+    type: WebhookType
+    timestamp: float  #: epoch seconds, when it happened
+    data: dict[str, Any]
 
 
 Row = tuple[str, dict[str, Any]]

@@ -19,15 +19,25 @@ entry                       outcome
 ``reap.recover_orphans``    ``RecoveryReport``
 ``purge.purge``             ``int`` (runs deleted)
 ==========================  ==========================================================
+
+The HTTP API's runs and calls have their own entries, each returning its
+outcome or an ``ApiRefused``: ``hosted_start.start_hosted`` (``HostedRun``,
+through ``ask``), ``external_start.start_external`` (``ExternalRun``),
+``call_request.request_call`` (``CallState``), ``call_execute.execute``
+(``ExecutionClaimed``), ``call_report.report`` and ``heartbeat``
+(``CallState``), ``external_end.finish`` and ``cancel`` (``ExternalRun``);
+the reaper's ``call_reap.reap_calls`` (``CallsReaped``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
 from resume.outbox import FieldChange
+from store.api_records import ApiCall
 from store.reasons import RefusalReason
 from store.records import Run
 
@@ -187,7 +197,85 @@ class RecoveryReport:
     #: Ids of runs taken over whose drive stopped on an unreachable database;
     #: they stay ``running`` and the next pass takes them over again.
     interrupted: list[str] = field(default_factory=list)
+    #: External calls whose lease ran out, and runs failed because one stayed unknown.
+    calls: CallsReaped = field(default_factory=lambda: CallsReaped())
 
     @property
     def empty(self) -> bool:
-        return not (self.recovered or self.exhausted or self.interrupted)
+        return not (self.recovered or self.exhausted or self.interrupted
+                    or self.calls.unknown or self.calls.failed)
+
+
+# The HTTP API's external runs and calls.
+
+
+class ApiRefusal(StrEnum):
+    """Why an API entry changed nothing; the door maps each to its HTTP status."""
+
+    #: No such run or call for this key (another key's run looks missing too).
+    not_found = "not_found"
+    #: The key's tool globs do not cover the tool.
+    tool_not_allowed = "tool_not_allowed"
+    #: The idempotency key (or call id) was used before with another body.
+    idempotency_conflict = "idempotency_conflict"
+    #: The run is not in a state that allows this (waiting on a call, halted, ended).
+    run_not_running = "run_not_running"
+    #: The call is not approved: ``details`` names its status.
+    not_approved = "not_approved"
+    #: Another caller holds the call's execution claim.
+    already_executing = "already_executing"
+    #: The call already ran (succeeded, failed, or unknown).
+    already_executed = "already_executed"
+    #: The preview changed since the approver saw it: a fresh decision is asked for.
+    changed = "changed"
+    #: The agent's re-run check refused the call.
+    blocked = "blocked"
+    #: The requester may no longer make the call: the run halted.
+    no_longer_permitted = "no_longer_permitted"
+    #: The call is not executing (or unknown): nothing to report on or extend.
+    not_executing = "not_executing"
+    #: A budget bound is reached: the run halted until its requester continues it.
+    budget_exceeded = "budget_exceeded"
+    #: Calls are still executing or unknown, so the run cannot finish yet.
+    calls_in_flight = "calls_in_flight"
+    #: Well-formed, but cannot be stored (too large, not JSON).
+    invalid = "invalid"
+
+
+@dataclass(frozen=True)
+class ApiRefused:
+    code: ApiRefusal
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExternalRun:
+    """An external run as created (``created``), found again, or ended."""
+
+    run: Run
+    created: bool
+
+
+@dataclass(frozen=True)
+class CallState:
+    """An external call as it stands, with its run; ``created`` on its first request."""
+
+    call: ApiCall
+    run: Run
+    created: bool = False
+
+
+@dataclass(frozen=True)
+class ExecutionClaimed:
+    call: ApiCall
+    idempotency_key: str
+    lease_seconds: float
+
+
+@dataclass(frozen=True)
+class CallsReaped:
+    #: Calls whose lease ran out on this pass.
+    unknown: list[ApiCall] = field(default_factory=list)
+    #: Runs failed ``outcome_unknown`` on this pass.
+    failed: list[Run] = field(default_factory=list)

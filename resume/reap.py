@@ -23,7 +23,7 @@ import asyncio
 import logging
 from datetime import datetime
 
-from resume import drive, evidence, held
+from resume import call_reap, drive, evidence, held
 from resume.outcomes import RecoveryReport
 from resume.runtime import Runtime
 from store import errors, sweeps
@@ -72,7 +72,8 @@ async def recover_orphans(
             raise result
         else:
             recovered.append(result)
-    return RecoveryReport(recovered, list(takeovers.exhausted), interrupted)
+    reaped = await call_reap.reap_calls(rt, now)
+    return RecoveryReport(recovered, list(takeovers.exhausted), interrupted, reaped)
 
 
 def _taken_effects(rt: Runtime, before: Run) -> Effects:

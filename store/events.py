@@ -58,6 +58,12 @@ class EventKind(StrEnum):
     expired = "expired"
     #: A reaper took the orphaned run over.
     recovered = "recovered"
+    #: An external run was created through the API (which key, the requester, limits).
+    started_external = "started_external"
+    #: An external call's execution was claimed (its ledger row is ``started``).
+    executing = "executing"
+    #: An external call's execution lease ran out with no result: its outcome is unknown.
+    lease_lost = "lease_lost"
 
 
 async def for_run(db: Database, run_id: str, *, kind: str | None = None) -> list[Event]:

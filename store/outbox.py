@@ -28,6 +28,15 @@ OUTBOX = schema.outbox
 _PENDING = OUTBOX.c.state == literal_column("'pending'")
 
 
+#: The kind of the rows an API key's webhook receives; every other kind goes to Slack.
+WEBHOOK = "webhook"
+
+
+def _for_webhooks(table: Any, webhooks: bool) -> ColumnElement[bool]:
+    is_webhook: ColumnElement[bool] = table.c.kind == literal_column(f"'{WEBHOOK}'")
+    return is_webhook if webhooks else ~is_webhook
+
+
 async def pick_due(
     db: Database,
     *,
@@ -36,21 +45,25 @@ async def pick_due(
     lease: timedelta = timedelta(seconds=60),
     owner_id: str | None = None,
     stale_before: datetime | None = None,
+    webhooks: bool = False,
 ) -> list[OutboxRow]:
     """Lease up to ``limit`` due rows, oldest first, at most one per run.
 
     ``owner_id`` takes the rows for that process, heartbeat now; with
     ``stale_before``, rows whose owner's heartbeat is older are taken over too.
+    Slack rows and webhook rows (``webhooks=True``) are two queues with their own
+    senders: a webhook receiver that is down never holds up a run's Slack messages.
     """
     earlier = aliased(OUTBOX)
     blocked = exists().where(
         earlier.c.run_id == OUTBOX.c.run_id,
         earlier.c.state == literal_column("'pending'"),
         earlier.c.id < OUTBOX.c.id,
+        _for_webhooks(earlier, webhooks),
     )
     candidates = (
         select(OUTBOX.c.id)
-        .where(_PENDING, _due(now, stale_before), ~blocked)
+        .where(_PENDING, _due(now, stale_before), _for_webhooks(OUTBOX, webhooks), ~blocked)
         .order_by(OUTBOX.c.id)
         .limit(limit)
     )

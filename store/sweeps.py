@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import schema
+from store import api_runs, schema
 from store.engine import Database
 from store.reasons import FailReason, HaltReason
 from store.records import LedgerEntry, Run
@@ -38,7 +38,9 @@ def expiry_candidates(now: datetime, limit: int) -> Select[Any]:
 def orphan_candidates(stale_before: datetime, limit: int) -> Select[Any]:
     return (
         select(RUNS.c.id, RUNS.c.lease_epoch, RUNS.c.recovery_attempts)
-        .where(state_is(RunState.running), RUNS.c.heartbeat_at < stale_before)
+        # An external run's agent lives elsewhere: there is nothing here to take over.
+        .where(state_is(RunState.running), RUNS.c.heartbeat_at < stale_before,
+               RUNS.c.app_fingerprint != api_runs.EXTERNAL)
         .order_by(RUNS.c.heartbeat_at)
         .limit(limit)
     )

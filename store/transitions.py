@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, insert, literal_column, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import codec, schema
+from store import call_watch, codec, schema
 from store.records import Run
 from store.states import LedgerStatus, OutboxState, RunState
 
@@ -36,6 +36,14 @@ class LedgerCompletion:
     result: Any
 
 
+@dataclass(frozen=True)
+class CallChange:
+    """New values for an external call's row (``api_calls``), written with the transition."""
+
+    call_id: str
+    values: dict[str, Any]
+
+
 @dataclass
 class Effects:
     #: Conversation messages to append, in order.
@@ -46,6 +54,8 @@ class Effects:
     outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     #: Ledger rows to close.
     ledger: list[LedgerCompletion] = field(default_factory=list)
+    #: External calls whose status moves with the run (their waiters are woken at commit).
+    calls: list[CallChange] = field(default_factory=list)
 
     def encoded(self) -> EncodedEffects:
         """Encode every document up front, so a bad one fails before any write."""
@@ -60,6 +70,7 @@ class Effects:
                 (c.call_id, c.status, codec.dumps(c.result, what=f"result of {c.call_id}"))
                 for c in self.ledger
             ],
+            calls=list(self.calls),
         )
 
 
@@ -69,6 +80,7 @@ class EncodedEffects:
     events: list[tuple[str, str]]
     outbox: list[tuple[str, str]]
     ledger: list[tuple[str, LedgerStatus, str]]
+    calls: list[CallChange] = field(default_factory=list)
 
 
 async def _apply(
@@ -120,6 +132,14 @@ async def _apply(
             .where(calls.c.run_id == run_id, calls.c.call_id == call_id)
             .values(status=status.value, result=result, finished_at=now)
         )
+    external = schema.api_calls
+    for change in effects.calls:
+        await conn.execute(
+            update(external)
+            .where(external.c.run_id == run_id, external.c.call_id == change.call_id)
+            .values(**change.values, updated_at=now)
+        )
+        await call_watch.notify(conn, run_id, change.call_id)
 
 
 def state_is(*states: RunState) -> ColumnElement[bool]:

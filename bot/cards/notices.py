@@ -150,6 +150,25 @@ def _cancelled(notice: RunNotice, most: int) -> _Rendered:
         text, _detail(notice), *_what_happened(notice, most)]
 
 
+def _call_ran(notice: RunNotice, most: int) -> _Rendered:
+    """An external agent reported what its approved call did."""
+    text = f":gear: An approved call of run {_run(notice)} (asked by {_who(notice)}) ran."
+    paragraphs = [text, _detail(notice)]
+    if lines := evidence_lines(notice.evidence, most):
+        paragraphs += _chunks("*What ran:*", lines)
+    return f"Run {_plain_run(notice)}: a call ran", paragraphs
+
+
+def _call_unknown(notice: RunNotice, most: int) -> _Rendered:
+    """An external call's lease ran out with no result: it may or may not have run."""
+    text = (f":warning: An approved call of run {_run(notice)} (asked by {_who(notice)}) "
+            "stopped reporting: whether it ran is unknown.")
+    todo = ("*What to do:* nothing here. Its agent must check whether it took effect and "
+            "report what it found; signoff never runs it again.")
+    return f"Run {_plain_run(notice)}: a call's outcome is unknown", [
+        text, _detail(notice), todo]
+
+
 _RENDERERS: dict[NoticeEvent, Callable[[RunNotice, int], _Rendered]] = {
     "answered": _answered,
     "failed": _failed,
@@ -157,6 +176,8 @@ _RENDERERS: dict[NoticeEvent, Callable[[RunNotice, int], _Rendered]] = {
     "expired": _expired,
     "continued": _continued,
     "cancelled": _cancelled,
+    "call_ran": _call_ran,
+    "call_unknown": _call_unknown,
 }
 
 #: A limit's words and how its numbers read, in the order a grant lists them.
