@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from resume import decide, expire, outcomes
 from resume.messages import Message
 from resume.runtime import Runtime
-from store import events, ledger, messages, outbox, runs
+from store import approvals, events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests import journeys
@@ -104,6 +104,24 @@ async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) 
     [notice] = [r.payload for r in await outbox.for_run(db, run.id)
                 if r.payload.get("event") == "failed"]
     assert notice["missing"] == ["send_quote"] and "credit hold" in notice["detail"]
+
+
+async def test_quote__guard_refusing_before_the_card_never_asks_a_person(db: Database) -> None:
+    """An account already on credit hold: no card is posted, and the model gets the guard's
+    answer as the send's result."""
+    world = await quotes_world(db)
+    await world.crm.set_credit_hold("Henderson", True)
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    assert run.state is RunState.failed and run.pending_token is None
+    kinds = [r.kind for r in await outbox.for_run(db, run.id)]
+    assert "approval_card" not in kinds
+    assert await approvals.for_run(db, run.id) == []
+    assert await world.crm.sent_count() == 0
+    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    [sent] = [m for m in convo if m.role == "tool" and m.name == "send_quote"]
+    assert "credit_hold" in (sent.content or "") and "Henderson is on credit hold" in (
+        sent.content or "")
+    assert [e.kind for e in await events.for_run(db, run.id)].count("guard_failed") == 1
 
 
 async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> None:
