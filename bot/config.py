@@ -11,13 +11,16 @@ environment.
 
 from __future__ import annotations
 
-import textwrap
+import urllib.parse
 from datetime import timedelta
-from typing import Any, NamedTuple
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from bot import settings_table
+from bot.settings_base import ConfigError, blank_is_unset, stripped_secret
+from bot.settings_base import duration as _positive
+from bot.slack_settings import REQUIRED_FOR_SERVE, SlackCredentials, SlackSettings
 from resume import runtime
 
 __all__ = [
@@ -43,70 +46,18 @@ _DRIVER_ALIASES = {
 #: The model asked for when SIGNOFF_MODEL_URL is set but SIGNOFF_MODEL_NAME is not.
 DEFAULT_MODEL_NAME = "gpt-4o-mini"
 
-#: Settings `signoff serve` cannot start without (see `Settings.require_slack`).
-_REQUIRED_FOR_SERVE = frozenset({"SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET"})
-
 #: Settings whose values never appear in an error message.
-_SECRETS = _REQUIRED_FOR_SERVE | {"SIGNOFF_MODEL_API_KEY", "DATABASE_URL"}
+_SECRETS = REQUIRED_FOR_SERVE | {
+    "SLACK_APP_TOKEN", "SIGNOFF_MODEL_API_KEY", "SIGNOFF_METRICS_TOKEN", "DATABASE_URL"}
 
 
-class ConfigError(Exception):
-    """signoff is not configured correctly: set the named variable(s) and start again."""
-
-
-class SlackCredentials(NamedTuple):
-    """The two Slack secrets `signoff serve` needs, as plain strings for the Slack SDK."""
-
-    bot_token: str
-    signing_secret: str
-
-
-def _positive(default: float, env: str, description: str) -> Any:
-    """A duration field: a positive, finite float (decimals allowed)."""
-    return Field(default, validation_alias=env, gt=0, allow_inf_nan=False, description=description)
-
-
-class Settings(BaseSettings):
+class Settings(SlackSettings):
     """All of signoff's settings. Each field is read from the variable named by its alias.
 
-    Secrets are `SecretStr` so they never appear in a repr or a log line;
-    `require_slack()` hands them out as plain strings.
+    The Slack group (credentials, Socket Mode, the Web API's URL) comes first,
+    from `bot.slack_settings`; secrets are `SecretStr` so they never appear in
+    a repr or a log line.
     """
-
-    model_config = SettingsConfigDict(
-        # An empty variable means "unset": `SIGNOFF_APPROVALS_CHANNEL=` falls back to DMs.
-        env_ignore_empty=True,
-        # The process environment holds plenty that is not ours.
-        extra="ignore",
-        # `load_settings(port=0)` as well as `load_settings(PORT=0)`.
-        populate_by_name=True,
-        frozen=True,
-    )
-
-    # --- Slack ----------------------------------------------------------------
-    slack_bot_token: SecretStr | None = Field(
-        None,
-        validation_alias="SLACK_BOT_TOKEN",
-        description="Bot user OAuth token (xoxb-...). Required by `signoff serve`.",
-    )
-    slack_signing_secret: SecretStr | None = Field(
-        None,
-        validation_alias="SLACK_SIGNING_SECRET",
-        description="Signing secret used to verify that requests come from Slack. "
-        "Required by `signoff serve`.",
-    )
-    slack_api_url: str = Field(
-        "https://slack.com/api/",
-        validation_alias="SLACK_API_URL",
-        description="Base URL of Slack's Web API. Tests and the sandbox point it at a "
-        "local stand-in.",
-    )
-    approvals_channel: str | None = Field(
-        None,
-        validation_alias="SIGNOFF_APPROVALS_CHANNEL",
-        description="Channel id or name approval cards are posted to. Unset: each card "
-        "is sent as a DM to the person who asked.",
-    )
 
     # --- Process --------------------------------------------------------------
     database_url: str = Field(
@@ -127,6 +78,18 @@ class Settings(BaseSettings):
         "examples.quotes:app",
         validation_alias="SIGNOFF_APP",
         description="`module:attribute` of the app that defines the tools and the agent.",
+    )
+    log_format: Literal["text", "json"] = Field(
+        "text",
+        validation_alias="SIGNOFF_LOG_FORMAT",
+        description="text: one readable line per log record. json: one JSON object per "
+        "line (timestamp, level, logger, message, run_id, action, user, ...).",
+    )
+    metrics_token: SecretStr | None = Field(
+        None,
+        validation_alias="SIGNOFF_METRICS_TOKEN",
+        description="Bearer token GET /metrics requires. Unset: /metrics answers only "
+        "scrapes from the loopback interface (127.0.0.1, ::1); others get 403.",
     )
 
     # --- Runs -----------------------------------------------------------------
@@ -212,19 +175,15 @@ class Settings(BaseSettings):
         description="Model name sent to that API.",
     )
 
-    @field_validator("slack_bot_token", "slack_signing_secret", "model_api_key", mode="before")
+    @field_validator("model_api_key", "metrics_token", mode="before")
     @classmethod
-    def _blank_secret_is_unset(cls, value: object) -> object:
-        if isinstance(value, str) and not value.strip():
-            return None
-        return value.strip() if isinstance(value, str) else value
+    def _blank_key_is_unset(cls, value: object) -> object:
+        return stripped_secret(value)
 
-    @field_validator("approvals_channel", "model_url", mode="before")
+    @field_validator("model_url", mode="before")
     @classmethod
-    def _blank_is_unset(cls, value: object) -> object:
-        if isinstance(value, str):
-            return value.strip() or None
-        return value
+    def _blank_url_is_unset(cls, value: object) -> object:
+        return blank_is_unset(value)
 
     @field_validator("model_name", mode="before")
     @classmethod
@@ -245,15 +204,6 @@ class Settings(BaseSettings):
                 "or postgresql+asyncpg://USER@HOST:PORT/DB"
             )
         return f"{driver}://{rest}"
-
-    @field_validator("slack_api_url")
-    @classmethod
-    def _api_base(cls, value: str) -> str:
-        value = value.strip()
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL, e.g. https://slack.com/api/")
-        # The SDK appends the method name to the base URL.
-        return value if value.endswith("/") else value + "/"
 
     @field_validator("app")
     @classmethod
@@ -280,39 +230,17 @@ class Settings(BaseSettings):
         """Age beyond which halted and failed runs are purged."""
         return timedelta(days=self.retention_days)
 
-    def require_slack(self) -> SlackCredentials:
-        """The Slack token and signing secret, or `ConfigError` naming each one missing.
-
-        Bolt builds an app with an empty signing secret and then rejects every
-        request, so `signoff serve` calls this before it listens.
-        """
-        missing = [
-            env
-            for env, secret in (
-                ("SLACK_BOT_TOKEN", self.slack_bot_token),
-                ("SLACK_SIGNING_SECRET", self.slack_signing_secret),
-            )
-            if secret is None
-        ]
-        if missing:
-            verb = "is" if len(missing) == 1 else "are"
-            raise ConfigError(
-                f"{' and '.join(missing)} {verb} not set. `signoff serve` needs the bot token "
-                "(OAuth & Permissions -> Bot User OAuth Token, xoxb-...) and the signing secret "
-                "(Basic Information -> App Credentials) of your Slack app; set them in the "
-                "environment and start again. `signoff sandbox` runs without them."
-            )
-        assert self.slack_bot_token is not None and self.slack_signing_secret is not None
-        return SlackCredentials(
-            bot_token=self.slack_bot_token.get_secret_value(),
-            signing_secret=self.slack_signing_secret.get_secret_value(),
-        )
+    def secret_values(self) -> list[str]:
+        """Every secret set (tokens, keys, the database password), for log redaction."""
+        values = [getattr(self, name).get_secret_value() for name, info in
+                  type(self).model_fields.items()
+                  if info.annotation == SecretStr | None and getattr(self, name) is not None]
+        password = urllib.parse.urlsplit(self.database_url).password
+        return values + ([password] if password else [])
 
 
 def _env_name(field: str) -> str:
-    alias = Settings.model_fields[field].validation_alias
-    assert isinstance(alias, str), f"every setting has a string alias; {field} does not"
-    return alias
+    return settings_table.env_name(Settings, field)
 
 
 def load_settings(**overrides: Any) -> Settings:
@@ -336,38 +264,11 @@ def load_settings(**overrides: Any) -> Settings:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(lines)) from exc
 
 
-def _default_text(env: str, default: object) -> str:
-    if env in _REQUIRED_FOR_SERVE:
-        return "required"
-    if default is None:
-        return "unset"
-    if isinstance(default, float):
-        return f"{default:g}"
-    return str(default)
-
-
 def settings_rows() -> list[tuple[str, str, str]]:
     """(variable, default, description) for every setting, in declaration order."""
-    return [
-        (_env_name(name), _default_text(_env_name(name), info.default), info.description or "")
-        for name, info in Settings.model_fields.items()
-    ]
+    return settings_table.rows(Settings, REQUIRED_FOR_SERVE)
 
 
 def settings_help(width: int = 100) -> str:
-    """A plain-text table of every setting, for `signoff serve --help`.
-
-    Print it with a raw formatter (argparse's `RawDescriptionHelpFormatter`):
-    the columns are already laid out and descriptions wrapped to `width`.
-    """
-    rows = [("VARIABLE", "DEFAULT", "MEANING"), *settings_rows()]
-    env_w = max(len(row[0]) for row in rows)
-    default_w = max(len(row[1]) for row in rows)
-    desc_w = max(30, width - env_w - default_w - 4)
-    lines = []
-    for env, default, description in rows:
-        wrapped = textwrap.wrap(description, desc_w) or [""]
-        lines.append(f"{env:<{env_w}}  {default:<{default_w}}  {wrapped[0]}".rstrip())
-        pad = " " * (env_w + default_w + 4)
-        lines.extend(pad + more for more in wrapped[1:])
-    return "\n".join(lines)
+    """A plain-text table of every setting, for `signoff serve --help` (a raw formatter)."""
+    return settings_table.help_text(settings_rows(), width)

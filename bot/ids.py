@@ -22,6 +22,8 @@ EVENTS_PATH: Final = "/slack/events"
 HEALTH_PATH: Final = "/healthz"
 #: Readiness: the database is reachable.
 READY_PATH: Final = "/readyz"
+#: Prometheus metrics (guarded: see bot/metrics_http.py).
+METRICS_PATH: Final = "/metrics"
 
 # --- Slash command -----------------------------------------------------------
 

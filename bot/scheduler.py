@@ -37,6 +37,7 @@ from weakref import WeakKeyDictionary
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from bot import metrics
 from bot.outbox.relay import Relay
 from bot.services import Kicker, Services
 from resume import expire, purge, reap
@@ -121,7 +122,7 @@ def _guarded(state: _Started, name: str, job: Job) -> Callable[[], Awaitable[Non
         if task is not None:
             state.in_flight.add(task)
         try:
-            await job()
+            metrics.job_done(name, await job())
         except errors.DatabaseUnavailable as exc:
             log.warning("job %s skipped: %s; it runs again at its next interval", name, exc,
                         extra={"action": "job_failed", "job": name, "error": str(exc)})

@@ -1,4 +1,8 @@
-"""`signoff serve`: the Bolt app over HTTP, health checks, and the scheduled jobs.
+"""`signoff serve`: the Bolt app over HTTP or Socket Mode, health checks, metrics, the jobs.
+
+Over HTTP Slack posts to ``/slack/events``; with ``SLACK_APP_TOKEN`` set the
+same Bolt app also takes envelopes over Socket Mode (`bot.socket_mode`), and
+HTTP still serves ``/healthz``, ``/readyz`` and ``/metrics``.
 
 Start-up refuses, with one `error:` line and exit code 2, anything that would
 make the bot look alive while it cannot work: missing Slack credentials, a
@@ -19,8 +23,9 @@ import sys
 
 from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from slack_bolt.async_app import AsyncApp
 
-from bot import bolt_app, config, ids, intake, scheduler
+from bot import bolt_app, config, ids, intake, logs, metrics_http, scheduler, socket_mode
 from bot.services import Services
 from resume import apps
 from resume.apps import App
@@ -34,6 +39,17 @@ EXIT_OK, EXIT_NOT_SET_UP = 0, 2
 #: How long a graceful stop waits for in-flight listeners and runs.
 DRAIN_SECONDS = 20.0
 _SERVICES: web.AppKey[Services] = web.AppKey("signoff.services", Services)
+
+
+class Transport:
+    """How Slack reaches this server: the Bolt app, and its Socket Mode connection if any."""
+
+    def __init__(self, bolt: AsyncApp) -> None:
+        self.bolt = bolt
+        self.socket: socket_mode.TimedSocketModeHandler | None = None
+
+
+TRANSPORT: web.AppKey[Transport] = web.AppKey("signoff.transport", Transport)
 
 
 class NotReady(Exception):
@@ -82,14 +98,38 @@ async def build_server(
         raise
     _warn_if_cards_go_to_the_wrong_person(runtime)
     services = Services(rt=runtime, settings=settings, client=bolt_app.web_client(settings))
-    web_app = bolt_app.build(services).web_app(path=ids.EVENTS_PATH, port=settings.port)
+    bolt = bolt_app.build(services)
+    web_app = bolt.web_app(path=ids.EVENTS_PATH, port=settings.port)
+    # Outermost: the ack time includes the intake checks.
+    web_app.middlewares.append(metrics_http.ack_timer(ids.EVENTS_PATH))
     # Before Bolt: only signed, first-seen requests the bot handles (see bot/intake.py).
     web_app.middlewares.append(intake.middleware(
         ids.EVENTS_PATH, settings.require_slack().signing_secret, runtime.db))
     web_app[_SERVICES] = services
+    web_app[TRANSPORT] = Transport(bolt)
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)
+    metrics_http.install(web_app, ids.METRICS_PATH, runtime, settings.metrics_token)
     return web_app, services
+
+
+async def open_socket_mode(web_app: web.Application, settings: config.Settings) -> None:
+    """Connect over Socket Mode if ``SLACK_APP_TOKEN`` is set (`NotReady` if refused)."""
+    if not settings.socket_mode:
+        return
+    transport = web_app[TRANSPORT]
+    try:
+        transport.socket = await socket_mode.connect(transport.bolt, settings.app_token())
+    except socket_mode.ConnectionRefused as exc:
+        raise NotReady(str(exc)) from exc
+
+
+async def close_socket_mode(web_app: web.Application) -> None:
+    """Stop taking envelopes (before the drain, like closing the HTTP listener)."""
+    transport = web_app[TRANSPORT]
+    if transport.socket is not None:
+        await transport.socket.close()
+        transport.socket = None
 
 
 async def _schema(db: Database) -> None:
@@ -135,7 +175,14 @@ async def _readyz(request: web.Request) -> web.Response:
         await services.rt.db.ping()
     except errors.DatabaseUnavailable:
         return web.json_response({"ok": False, "database": "unreachable"}, status=503)
-    return web.json_response({"ok": True, "database": "reachable"})
+    answer: dict[str, object] = {"ok": True, "database": "reachable"}
+    socket = request.app[TRANSPORT].socket
+    if socket is not None:
+        # Reported, not required: the SDK reconnects on its own, and a replica without
+        # its socket still serves the API and runs the jobs.
+        up = await socket_mode.connected(socket)
+        answer["socket_mode"] = "connected" if up else "reconnecting"
+    return web.json_response(answer)
 
 
 # --- The process ---------------------------------------------------------------------
@@ -149,12 +196,16 @@ async def serve(settings: config.Settings) -> int:
     jobs: AsyncIOScheduler | None = None
     try:
         await web.TCPSite(runner, settings.host, settings.port).start()
+        await open_socket_mode(web_app, settings)
         jobs = scheduler.start(services)  # one reaper pass right away
-        log.info("signoff serving on %s:%s", settings.host, settings.port,
-                 extra={"action": "serve", "owner_id": services.rt.owner_id})
+        log.info("signoff serving on %s:%s%s", settings.host, settings.port,
+                 " and over Socket Mode" if settings.socket_mode else "",
+                 extra={"action": "serve", "owner_id": services.rt.owner_id,
+                        "socket_mode": settings.socket_mode})
         await until_stopped()
     finally:
         log.info("signoff stopping", extra={"action": "stop"})
+        await close_socket_mode(web_app)
         if jobs is not None:
             await scheduler.stop(jobs)
         await runner.cleanup()
@@ -179,9 +230,7 @@ async def until_stopped() -> None:
 
 def main(settings: config.Settings) -> int:
     """`signoff serve`. Exit 2 with one readable line when signoff is not set up."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    # One line per job run every two seconds drowns everything else out.
-    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logs.configure(settings.log_format, secrets=settings.secret_values())
     try:
         return asyncio.run(serve(settings))
     except (config.ConfigError, NotReady) as exc:

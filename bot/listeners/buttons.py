@@ -20,7 +20,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import ids
+from bot import ids, metrics
 from bot.cards import decline_form, replies
 from bot.services import Services
 from resume import decide, outcomes
@@ -100,6 +100,8 @@ def carry_on(services: Services, claimed: outcomes.Claimed, user: str) -> None:
     """
     log.info("run %s claimed by %s (%s)", claimed.run.id, user, claimed.decision,
              extra={"action": "click_won", "run_id": claimed.run.id, "user": user})
+    metrics.decided(claimed)
+    metrics.waited(claimed, services.rt.suspension_ttl, services.rt.now())
     services.carry_on(claimed.drive)
 
 
@@ -107,6 +109,7 @@ def refused(refusal: outcomes.Refusal, user: str) -> str:
     """Why a decision changed nothing, as the person reads it (and logged)."""
     log.info("decision by %s refused: %s", user, type(refusal).__name__,
              extra={"action": "click_refused", "user": user})
+    metrics.decided(refusal)
     return replies.refusal(refusal)
 
 

@@ -36,6 +36,7 @@ import aiohttp
 from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot import metrics
 from bot.config import Settings
 from bot.outbox import attempt, failures
 from store import errors, outbox
@@ -99,6 +100,7 @@ async def deliver_due(
         if outcome.stop is not None:
             stopped_by = outcome.stop
             break
+    metrics.dead_letters(counts["dead"])
     return DeliveryReport(stopped_by=stopped_by, **counts)
 
 

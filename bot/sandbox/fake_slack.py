@@ -17,7 +17,7 @@ from types import TracebackType
 
 from aiohttp import web
 
-from bot.sandbox import workspace
+from bot.sandbox import socket_mode, workspace
 from bot.sandbox.workspace import (
     BOT_ID,
     BOT_USER_ID,
@@ -114,6 +114,8 @@ class FakeSlack:
         self.app.router.add_route("*", "/api/{method}", self._api)
         self.app.router.add_post("/response/{id}", self._response)
         self.app.router.add_get("/_state", self._state)
+        self.socket_mode = socket_mode.SocketModeServer(self.app, lambda: self.base_url)
+        self._handlers["apps.connections.open"] = self.socket_mode.open_connection
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -249,7 +251,8 @@ class FakeSlack:
         if (failed := self._injected(call)) is not None:
             return failed
         try:
-            _check_token(request, args)
+            _check_token(request, args, "xapp-" if method in socket_mode.APP_LEVEL_METHODS
+                         else "xoxb-")
             handler = self._handlers.get(method)
             if handler is None:
                 raise workspace.SlackError("unknown_method")
@@ -285,10 +288,10 @@ class FakeSlack:
         return _answer(self.workspace.state())
 
 
-def _check_token(request: web.Request, args: JSON) -> None:
+def _check_token(request: web.Request, args: JSON, prefix: str) -> None:
     header = request.headers.get("Authorization", "")
     token = header.removeprefix("Bearer ") if header.startswith("Bearer ") else args.get("token")
     if not token:
         raise workspace.SlackError("not_authed")
-    if not str(token).startswith("xoxb-"):
+    if not str(token).startswith(prefix):
         raise workspace.SlackError("invalid_auth")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -88,6 +88,8 @@ class Sandbox:
     people: Sequence[Person] = PEOPLE
     #: Sent back by the page on every /ui/* request (see ``bot.sandbox.guard``).
     ui_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    #: Set in Socket Mode: delivers a body as an envelope instead of a signed POST.
+    transport: Callable[[str], Awaitable[JSON]] | None = None
     #: trigger_id -> the user whose action issued it: a modal opens for that user.
     _triggers: dict[str, str] = field(default_factory=dict)
     #: Views submitted or dismissed: no longer shown.
@@ -162,6 +164,8 @@ class Sandbox:
 
     async def deliver(self, body: str) -> JSON:
         """Sign ``body`` as Slack does and POST it to the bot; report what the bot answered."""
+        if self.transport is not None:
+            return await self.transport(body)
         headers = signing.signed_headers(self.signing_secret, body)
         async with self.session.post(self.events_url, data=body.encode(), headers=headers) as resp:
             text = await resp.text()

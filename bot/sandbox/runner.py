@@ -36,6 +36,7 @@ from pydantic import SecretStr
 
 from bot import config, ids, scheduler, server
 from bot.sandbox import fake_slack, page, routes
+from bot.sandbox import socket_mode as socket_mode_standin
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +60,16 @@ class Running:
     api_url: str
     database_url: str
     app_ref: str
+    #: The stand-in's Socket Mode side, when the bot is on it (``--socket-mode``).
+    socket: socket_mode_standin.SocketModeServer | None = None
+
+    @property
+    def socket_mode(self) -> bool:
+        return self.socket is not None
 
 
 def sandbox_settings(
-    settings: config.Settings, app_ref: str, api_url: str
+    settings: config.Settings, app_ref: str, api_url: str, *, socket_mode: bool = False
 ) -> config.Settings:
     """``settings`` for a bot that talks only to the stand-in at ``api_url``.
 
@@ -80,6 +87,8 @@ def sandbox_settings(
             "app": app_ref,
             "approvals_channel": settings.approvals_channel or page.APPROVALS_CHANNEL,
             "host": HOST,
+            "slack_app_token": SecretStr(f"xapp-sandbox-{secrets.token_hex(12)}")
+            if socket_mode else None,
         }
     )
 
@@ -114,7 +123,7 @@ async def _serving(app: web.Application, port: int) -> AsyncIterator[int]:
 
 @asynccontextmanager
 async def started(
-    settings: config.Settings, app_ref: str, port: int
+    settings: config.Settings, app_ref: str, port: int, socket_mode: bool = False
 ) -> AsyncIterator[Running]:
     """Start the stand-in, the bot and the page; stop them all on the way out."""
     for name in _OAUTH_VARIABLES:
@@ -125,7 +134,7 @@ async def started(
         )
         for channel, name in page.CHANNELS.items():
             fake.workspace.channels[channel] = {"id": channel, "name": name, "is_im": False}
-        bot_settings = sandbox_settings(settings, app_ref, fake.api_url)
+        bot_settings = sandbox_settings(settings, app_ref, fake.api_url, socket_mode=socket_mode)
         # The example apps open their own tables on DATABASE_URL (see examples.quotes).
         os.environ["DATABASE_URL"] = bot_settings.database_url
         world = await demo_world(app_ref)
@@ -133,6 +142,8 @@ async def started(
         stack.push_async_callback(services.close)
         stack.push_async_callback(_drain, services)
         bot_port = await stack.enter_async_context(_serving(web_app, 0))
+        await server.open_socket_mode(web_app, bot_settings)  # with --socket-mode only
+        stack.push_async_callback(server.close_socket_mode, web_app)
         jobs = scheduler.start(services)
         stack.push_async_callback(scheduler.stop, jobs)
         session = await stack.enter_async_context(aiohttp.ClientSession())
@@ -145,6 +156,7 @@ async def started(
             session=session,
             app_ref=app_ref,
             world=world,
+            transport=fake.socket_mode.deliver_form if socket_mode else None,
         )
         page_port = await stack.enter_async_context(_serving(routes.application(sandbox), port))
         yield Running(
@@ -153,6 +165,7 @@ async def started(
             api_url=fake.api_url,
             database_url=bot_settings.database_url,
             app_ref=app_ref,
+            socket=fake.socket_mode if socket_mode else None,
         )
 
 
@@ -167,26 +180,29 @@ def banner(running: Running) -> str:
             f"signoff sandbox: open {running.url}",
             f"  app       {running.app_ref}",
             f"  database  {running.database_url}",
-            f"  bot       {running.events_url} (signed requests only)",
+            "  bot       over Socket Mode (envelopes on the stand-in's WebSocket)"
+            if running.socket_mode
+            else f"  bot       {running.events_url} (signed requests only)",
             f"  Slack     stand-in Web API at {running.api_url}",
             "Everything listens on 127.0.0.1. Press Ctrl+C to stop.",
         ]
     )
 
 
-async def run(settings: config.Settings, app_ref: str, port: int) -> int:
+async def run(settings: config.Settings, app_ref: str, port: int,
+              socket_mode: bool = False) -> int:
     """Start everything, print where, and serve until SIGINT or SIGTERM."""
-    async with started(settings, app_ref, port) as running:
+    async with started(settings, app_ref, port, socket_mode) as running:
         print(banner(running), flush=True)
         await server.until_stopped()
     return EXIT_OK
 
 
-def main(settings: config.Settings, app_ref: str, port: int) -> int:
+def main(settings: config.Settings, app_ref: str, port: int, socket_mode: bool = False) -> int:
     """`signoff sandbox`. Exit 2 with one readable line when it cannot start."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
     try:
-        return asyncio.run(run(settings, app_ref, port))
+        return asyncio.run(run(settings, app_ref, port, socket_mode))
     except (config.ConfigError, server.NotReady) as exc:
         return _not_set_up(str(exc))
     except OSError as exc:  # the port is taken, most often

@@ -219,3 +219,49 @@ def test_settings__model_name_defaults_to_what_the_examples_ask_for(
     assert config.load_settings().model_name == "gpt-4o-mini"
     assert dict((env, d) for env, d, _ in config.settings_rows())["SIGNOFF_MODEL_NAME"] == (
         "gpt-4o-mini")
+
+
+def test_settings__app_token_turns_on_socket_mode(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert config.load_settings().socket_mode is False
+    monkeypatch.setenv("SLACK_APP_TOKEN", "  xapp-1-A0-2-secretvalue ")
+
+    settings = config.load_settings()
+
+    assert settings.socket_mode is True
+    assert settings.app_token() == "xapp-1-A0-2-secretvalue"
+    assert "secretvalue" not in repr(settings)
+
+
+def test_settings__a_bot_token_given_as_the_app_token_is_refused_without_echoing_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xoxb-1-this-is-the-bot-token")
+
+    with pytest.raises(config.ConfigError, match="SLACK_APP_TOKEN") as raised:
+        config.load_settings()
+
+    assert "xapp-" in str(raised.value)
+    assert "this-is-the-bot-token" not in str(raised.value)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("json", "json"), ("text", "text")])
+def test_settings__log_format(monkeypatch: pytest.MonkeyPatch, value: str, expected: str) -> None:
+    monkeypatch.setenv("SIGNOFF_LOG_FORMAT", value)
+
+    assert config.load_settings().log_format == expected
+
+
+def test_settings__unknown_log_format_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SIGNOFF_LOG_FORMAT", "xml")
+
+    with pytest.raises(config.ConfigError, match="SIGNOFF_LOG_FORMAT"):
+        config.load_settings()
+
+
+def test_settings__secret_values_are_every_secret_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-secret-token")
+    monkeypatch.setenv("SIGNOFF_METRICS_TOKEN", "metrics-token-1")
+    monkeypatch.setenv("DATABASE_URL", "postgres://signoff:hunter2hunter2@db/signoff")
+
+    assert sorted(config.load_settings().secret_values()) == [
+        "hunter2hunter2", "metrics-token-1", "xoxb-secret-token"]

@@ -173,3 +173,45 @@ def test_procfile__declares_web_and_release() -> None:
         "web": "signoff serve",
         "release": "signoff db upgrade",
     }
+
+
+# --- manifest.socket.yml: the same app in Socket Mode ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def socket_manifest() -> dict[str, Any]:
+    loaded = yaml.safe_load((REPO / "manifest.socket.yml").read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict), "manifest.socket.yml must be a mapping"
+    return loaded
+
+
+def test_socket_manifest__is_valid_against_slacks_schema(
+    socket_manifest: dict[str, Any], schema: dict[str, Any]
+) -> None:
+    validator = jsonschema.Draft7Validator(schema)
+    errors = sorted(validator.iter_errors(socket_manifest), key=lambda e: list(e.absolute_path))
+    assert not errors, "\n".join(
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors
+    )
+
+
+def test_socket_manifest__is_socket_mode_with_no_public_url(
+    socket_manifest: dict[str, Any],
+) -> None:
+    settings = socket_manifest["settings"]
+    assert settings["socket_mode_enabled"] is True
+    # Slack ignores request URLs in Socket Mode; one left here would suggest a public host.
+    assert "request_url" not in settings["interactivity"]
+    assert settings["interactivity"]["is_enabled"] is True
+    assert "url" not in _slash_command(socket_manifest)
+    assert "signoff.example.com" not in (REPO / "manifest.socket.yml").read_text()
+
+
+def test_socket_manifest__is_the_http_app_in_all_else(
+    manifest: dict[str, Any], socket_manifest: dict[str, Any]
+) -> None:
+    command = {k: v for k, v in _slash_command(manifest).items() if k != "url"}
+    assert _slash_command(socket_manifest) == command
+    assert socket_manifest["oauth_config"] == manifest["oauth_config"]
+    assert socket_manifest["display_information"] == manifest["display_information"]
+    assert socket_manifest["features"]["bot_user"] == manifest["features"]["bot_user"]

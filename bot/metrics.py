@@ -1,0 +1,143 @@
+"""Every Prometheus metric signoff exports, and the functions that count into them.
+
+The metric objects live here and nowhere else. They are counted at the bot
+layer from what the entries in `resume/` return (a click's outcome, a reaper
+pass's report, an expiry pass's runs, an outbox pass's report); `resume/` knows
+nothing of Prometheus. `bot.metrics_http` serves them on ``GET /metrics`` and
+sets the gauges read from the store there (cluster-wide: every replica reports
+the same value for those, so aggregate them with ``max``, not ``sum``).
+
+Counters and histograms are per process, in prometheus_client's default
+registry: sum them across replicas.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from resume import outcomes
+from resume.outcomes import RecoveryReport
+from store.stats import Snapshot
+
+# --- Read from the store when scraped (cached; see bot.metrics_http) --------------------
+
+RUNS = Gauge("signoff_runs", "Runs in the database per state.", ["state"])
+OUTBOX_PENDING = Gauge("signoff_outbox_pending",
+                       "Slack posts and updates in the outbox not yet delivered.")
+ORPHANS = Gauge("signoff_orphans", "Running runs whose heartbeat is older than "
+                "SIGNOFF_ORPHAN_AFTER_SECONDS, not yet taken over by a reaper.")
+WAITING_LONG = Gauge("signoff_approvals_waiting_long", "Suspended runs that have waited more "
+                     "than half of SIGNOFF_SUSPENSION_TTL_MINUTES for a decision.")
+TOOL_CALLS = Counter(
+    "signoff_tool_calls", "Tool calls settled in the ledger, per tool and status "
+    "(succeeded, failed, unknown); read from the database.", ["tool", "status"])
+
+# --- Counted by this process ------------------------------------------------------------
+
+DECISIONS = Counter("signoff_decisions", "Clicks and submissions that decided a pending "
+                    "request (the one winning click per request).", ["decision"])
+REFUSALS = Counter("signoff_refusals", "Decisions refused, changing nothing, per reason.",
+                   ["reason"])
+APPROVAL_WAIT = Histogram(
+    "signoff_approval_wait_seconds", "From a run suspending on a request to its decision.",
+    buckets=(5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200))
+CLICK_ACK = Histogram(
+    "signoff_click_ack_seconds", "From a click reaching this process to its ack, per "
+    "transport (http, socket_mode).", ["transport"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5))
+OUTBOX_DEAD = Counter("signoff_outbox_dead", "Outbox rows this process gave up on after "
+                      "SIGNOFF_OUTBOX_MAX_ATTEMPTS (see `signoff runs show`).")
+RECOVERIES = Counter("signoff_recoveries", "Orphaned runs this process's reaper handled, per "
+                     "outcome (recovered, exhausted, interrupted).", ["outcome"])
+EXPIRED = Counter("signoff_expired", "Suspensions this process expired (suspension_expired).")
+# The HTTP API's requests are counted here too, once the API exists:
+# API_REQUESTS = Counter("signoff_api_requests", "...", ["route", "status"])
+
+TRANSPORTS = ("http", "socket_mode")
+DECISION_KINDS = ("approve", "decline")
+RECOVERY_OUTCOMES = ("recovered", "exhausted", "interrupted")
+
+# Every labelled series exists from the start (at 0), so a rate() has a baseline.
+for _transport in TRANSPORTS:
+    CLICK_ACK.labels(transport=_transport)
+for _decision in DECISION_KINDS:
+    DECISIONS.labels(decision=_decision)
+for _outcome in RECOVERY_OUTCOMES:
+    RECOVERIES.labels(outcome=_outcome)
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def refusal_reason(refused: outcomes.Refusal) -> str:
+    """A short label: ``expired``, ``unknown``, ``superseded``, ``closed``, ``not_an_approver``,
+    ``already_resumed``."""
+    if isinstance(refused, outcomes.UnknownOrExpired):
+        return str(refused.reason.value)
+    return _snake(type(refused).__name__)
+
+
+def decided(outcome: outcomes.Claimed | outcomes.Refusal) -> None:
+    """A click or submission's outcome: a decision, or a refusal and its reason."""
+    if isinstance(outcome, outcomes.Claimed):
+        DECISIONS.labels(decision=outcome.decision).inc()
+    else:
+        REFUSALS.labels(reason=refusal_reason(outcome)).inc()
+
+
+def waited(claimed: outcomes.Claimed, ttl: timedelta, now: datetime) -> None:
+    """How long the claimed request waited: it suspended ``ttl`` before it would expire."""
+    expires_at = claimed.run.expires_at
+    if expires_at is not None:
+        APPROVAL_WAIT.observe(max(0.0, (now - (expires_at - ttl)).total_seconds()))
+
+
+def acked(transport: str, seconds: float) -> None:
+    CLICK_ACK.labels(transport=transport).observe(seconds)
+
+
+def recovered(report: RecoveryReport) -> None:
+    RECOVERIES.labels(outcome="recovered").inc(len(report.recovered))
+    RECOVERIES.labels(outcome="exhausted").inc(len(report.exhausted))
+    RECOVERIES.labels(outcome="interrupted").inc(len(report.interrupted))
+
+
+def expired(runs: Sequence[object]) -> None:
+    EXPIRED.inc(len(runs))
+
+
+def dead_letters(count: int) -> None:
+    OUTBOX_DEAD.inc(count)
+
+
+def job_done(name: str, result: object) -> None:
+    """Count what a scheduled job's pass did (the scheduler calls this after each pass)."""
+    if name == "reap" and isinstance(result, RecoveryReport):
+        recovered(result)
+    elif name == "expire" and isinstance(result, list):
+        expired(result)
+
+
+def from_store(snap: Snapshot, seen: dict[tuple[str, str], int]) -> None:
+    """Set the store-derived series from one snapshot of the database.
+
+    ``seen`` holds the ledger counts of the previous snapshot of the same database
+    (updated here), so the tool-call counter grows by what is new.
+    """
+    for state, n in snap.runs.items():
+        RUNS.labels(state=state).set(n)
+    OUTBOX_PENDING.set(snap.outbox.get("pending", 0))
+    ORPHANS.set(snap.orphans)
+    WAITING_LONG.set(snap.waiting_long)
+    for (tool, status), n in snap.tool_calls.items():
+        # A Counter only goes up: add what is new since the last snapshot (the purge
+        # deleting old rows makes the count drop; that is not a decrease in calls made).
+        grown = n - seen.get((tool, status), 0)
+        if grown > 0:
+            TOOL_CALLS.labels(tool=tool, status=status).inc(grown)
+        seen[(tool, status)] = n
