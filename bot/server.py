@@ -97,6 +97,7 @@ async def build_server(
             await database.dispose()
         raise
     _warn_if_cards_go_to_the_wrong_person(runtime)
+    _warn_if_requesters_decide_their_own(runtime)
     services = Services(rt=runtime, settings=settings, client=bolt_app.web_client(settings))
     bolt = bolt_app.build(services)
     web_app = bolt.web_app(path=ids.EVENTS_PATH, port=settings.port)
@@ -155,6 +156,16 @@ def _warn_if_cards_go_to_the_wrong_person(rt: Runtime) -> None:
                     "SIGNOFF_APPROVALS_CHANNEL is unset: their cards go to the requester's DM; "
                     "set it to a channel the approvers are in", ", ".join(sorted(others)),
                     extra={"action": "approvals_channel_missing", "tools": sorted(others)})
+
+
+def _warn_if_requesters_decide_their_own(rt: Runtime) -> None:
+    """Self-approval is a choice an app makes: name each tool that leaves it on."""
+    for tool in rt.app.tools:
+        if tool.confirm is not False and tool.approvers.requester_may_decide():
+            log.warning("tool %s asks for approval, and whoever asked may approve their own "
+                        "call; to require someone else, give it Approvers(..., "
+                        "allow_requester=False)", tool.name,
+                        extra={"action": "self_approval_allowed", "tool": tool.name})
 
 
 def _load_app(ref: str) -> App:
