@@ -3,7 +3,9 @@
 The sandbox runs as its own process (`python -m bot sandbox --port 0`), exactly
 as the README's quickstart starts it, on a fresh SQLite file. Chromium (Debian's,
 at /usr/bin/chromium) drives the page through Playwright. The screenshots the
-README shows are taken here, and their folder is printed.
+README shows are taken here, into a temporary folder (a test run leaves the
+tree as it was); ``make screenshots`` points SIGNOFF_SCREENSHOTS_DIR at
+docs/screenshots to refresh the README's pictures. Their folder is printed.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = Path(os.environ.get("SIGNOFF_SCREENSHOTS_DIR") or REPO / "docs" / "screenshots")
+README_PICTURES = REPO / "docs" / "screenshots"
 ASK = "/signoff ask draft a quote for Henderson, 200 of SKU-4411"
 APPROVE = "button[data-action-id='signoff.approve']"
 DECLINE = "button[data-action-id='signoff.decline']"
@@ -198,16 +200,28 @@ def _open_ts(page: Any) -> set[str]:
     return set(_open_cards(page).evaluate_all("ns => ns.map(n => n.dataset.ts)"))
 
 
-def _shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name))
+@pytest.fixture(scope="session")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SIGNOFF_SCREENSHOTS_DIR if set (``make screenshots``), else a temporary folder."""
+    chosen = os.environ.get("SIGNOFF_SCREENSHOTS_DIR")
+    return Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("screenshots")
+
+
+def _pictures() -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(README_PICTURES.glob("*.png"))}
+
+
+def _shot(page: Any, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name))
 
 
 def test_sandbox__quote_approved_stale_double_click_refused(
-    browser: Any, quotes_sandbox: Sandbox
+    browser: Any, quotes_sandbox: Sandbox, screenshots: Path
 ) -> None:
     expect = sync_api.expect
     expect.set_options(timeout=WAIT_MS)
+    pictures = _pictures()
     page = _open(browser, quotes_sandbox.url)
     expect(page.locator("[data-testid=app-ref]")).to_have_text("examples.quotes:app")
     expect(page.locator("[data-testid=acting-user]")).to_have_value("U0RILEY")
@@ -224,7 +238,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expiry = card.locator("time.date")
     expect(expiry).to_contain_text("expires")
     expect(card).not_to_contain_text("<!date")
-    _shot(page, "quickstart-card.png")
+    _shot(page, screenshots, "quickstart-card.png")
 
     card.locator(APPROVE).click()
     expect(card.locator(APPROVE)).to_have_count(0)
@@ -234,7 +248,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(answer).to_contain_text("Evidence")
     expect(answer).to_contain_text("send_quote")
     expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("1")
-    _shot(page, "quickstart-approved.png")
+    _shot(page, screenshots, "quickstart-approved.png")
 
     # 2. Ask again; the tier changes while the card waits; approving shows the difference
     #    as a new card in the thread, and sends nothing.
@@ -255,7 +269,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("1")
     diff_ts = diff.get_attribute("data-ts")
     diff.scroll_into_view_if_needed()
-    _shot(page, "quickstart-diff.png")
+    _shot(page, screenshots, "quickstart-diff.png")
 
     # 3. A double-click on a fresh card sends exactly one quote.
     _ask(page)
@@ -279,7 +293,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(refusal).to_contain_text("only @Riley can")
     expect(still_open.locator(APPROVE)).to_have_count(1)
     refusal.scroll_into_view_if_needed()
-    _shot(page, "quickstart-refusal.png")
+    _shot(page, screenshots, "quickstart-refusal.png")
     assert _sent(page) == 2
 
     # Riley does not see Sam's refusal; Riley declines with a reason through the modal.
@@ -296,11 +310,16 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     assert _sent(page) == 2
 
     assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
-    print(f"\nscreenshots: {SCREENSHOTS}")
+    print(f"\nscreenshots: {screenshots}")
+    assert (screenshots / "quickstart-card.png").exists()
+    if screenshots != README_PICTURES.resolve():
+        assert _pictures() == pictures, "a test run rewrote the README's pictures"
     page.close()
 
 
-def test_sandbox__credit_hold_blocks_the_send(browser: Any, quotes_sandbox: Sandbox) -> None:
+def test_sandbox__credit_hold_blocks_the_send(
+    browser: Any, quotes_sandbox: Sandbox, screenshots: Path
+) -> None:
     """Put the account on credit hold while its card waits: Approve is refused by the guard."""
     expect = sync_api.expect
     expect.set_options(timeout=WAIT_MS)
@@ -336,7 +355,7 @@ def test_sandbox__credit_hold_blocks_the_send(browser: Any, quotes_sandbox: Sand
     expect(answer).to_contain_text("I did not finish: Henderson is on credit hold")
     expect(answer).to_contain_text("draft_quote")
     card.scroll_into_view_if_needed()
-    _shot(page, "quickstart-credit-hold.png")
+    _shot(page, screenshots, "quickstart-credit-hold.png")
 
     assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
     page.close()
