@@ -85,7 +85,7 @@ async def build_server(
         await _schema(database)
         runtime = Runtime(
             db=database,
-            app=app or _load_app(settings.app),
+            app=app or load_app(settings.app),
             suspension_ttl=settings.suspension_ttl,
             orphan_after=settings.orphan_after,
             max_recovery_attempts=settings.max_recovery_attempts,
@@ -168,7 +168,8 @@ def _warn_if_requesters_decide_their_own(rt: Runtime) -> None:
                         extra={"action": "self_approval_allowed", "tool": tool.name})
 
 
-def _load_app(ref: str) -> App:
+def load_app(ref: str) -> App:
+    """The app ``ref`` names (``SIGNOFF_APP``); NotReady, with one line, when it names none."""
     try:
         return apps.load(ref)
     except (ImportError, AttributeError, TypeError, ValueError) as exc:

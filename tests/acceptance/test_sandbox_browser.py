@@ -369,7 +369,17 @@ def test_sandbox__purchase_app_selectable(browser: Any, tmp_path: Path) -> None:
         page = _open(browser, sandbox.url)
         expect(page.locator("[data-testid=app-ref]")).to_have_text("examples.purchase:app")
         expect(page.locator("[data-testid=world-panel]")).to_be_hidden()
-        _ask(page, "/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        # The page offers the purchase app's own questions, and nothing of the quotes app's.
+        box = page.locator("[data-testid=command-input]")
+        expect(box).to_have_attribute("placeholder", "/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        examples = page.locator("[data-testid=example]")
+        expect(examples).to_have_text(["/signoff ask buy 2 of KB-100 and 1 of MN-300",
+                                       "/signoff ask is MN-300 in stock?"])
+        assert "Henderson" not in page.locator("[data-testid=hint]").inner_text()
+        assert "Henderson" not in (box.get_attribute("placeholder") or "")
+        examples.first.click()  # an example fills the box; Enter sends it
+        expect(box).to_have_value("/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        page.press("[data-testid=command-input]", "Enter")
         card = _new_card(page, set())
         expect(card).to_contain_text("approve_cart_mandate needs approval")
         expect(card).to_contain_text("Total: $457.00")

@@ -355,3 +355,11 @@ async def test_approvers__a_predicate_sees_the_clickers_team(db: Database) -> No
 def test_approvers__refusing_the_requester_with_nobody_else_is_an_error() -> None:
     with pytest.raises(ValueError, match="nobody may approve"):
         Approvers(allow_requester=False)
+
+
+@pytest.mark.parametrize("examples", [[""], ["   "], ["fine", "\n"]])
+def test_app__a_blank_example_question_is_refused(examples: list[str]) -> None:
+    tools = _app([], []).tools
+    with pytest.raises(ValueError, match="non-blank question"):
+        App(name="x", tools=tools, scope=_app([], []).scope, model=ScriptedModel.turns([]),
+            examples=examples)
