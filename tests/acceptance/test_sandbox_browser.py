@@ -88,9 +88,11 @@ sync_api = pytest.importorskip("playwright.sync_api")
 class Sandbox:
     """A `signoff sandbox` process, and where its page is."""
 
-    def __init__(self, tmp: Path, app: str | None = None) -> None:
+    def __init__(self, tmp: Path, app: str | None = None,
+                 settings: dict[str, str] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(settings or {})
         self.db = tmp / "sandbox.db"
         args = [sys.executable, "-m", "bot", "sandbox", "--port", "0",
                 "--database-url", f"sqlite+aiosqlite:///{self.db}"]
@@ -119,6 +121,13 @@ class Sandbox:
         with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as db:
             return int(db.execute(
                 "SELECT count(*) FROM crm_quotes WHERE status = 'sent'").fetchone()[0])
+
+    def latest_run(self) -> tuple[str, str]:
+        """(id, state) of the run asked last, read from the sandbox's own database."""
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as db:
+            found = db.execute("SELECT id, state FROM runs ORDER BY started_at DESC LIMIT 1")
+            run_id, state = found.fetchone()
+            return str(run_id), str(state)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -307,6 +316,10 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(modal).to_be_hidden()
     expect(_card(page, diff_ts)).to_contain_text("Declined by @Riley")
     expect(_card(page, diff_ts)).to_contain_text("Silver pricing needs a new quote")
+    # The agent is told the reason, and its thread says so; nothing more is sent.
+    expect(_thread(page, waiting_ts)).to_contain_text("declined")
+    expect(_thread(page, waiting_ts).locator("[data-testid=message]").last).to_contain_text(
+        "Silver pricing needs a new quote")
     assert _sent(page) == 2
 
     assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
@@ -452,3 +465,56 @@ def test_sandbox__mrkdwn_and_rich_text_render_markup_and_keep_text_inert(
     assert lines[10:] == ["after the rich text"], lines
     assert "unsupported" not in html and "[rich_text block]" not in text
     page.close()
+
+
+#: Short enough that a card expires while the test waits, long enough to click one first.
+SHORT_TTL_MINUTES = 0.25
+
+
+def test_sandbox__cancel_expiry_and_continue(browser: Any, tmp_path: Path) -> None:
+    """Cancel a waiting run; let another card expire, continue that run, and approve."""
+    sandbox = Sandbox(tmp_path, settings={
+        "SIGNOFF_SUSPENSION_TTL_MINUTES": str(SHORT_TTL_MINUTES),
+        "SIGNOFF_EXPIRY_INTERVAL_SECONDS": "1"})
+    try:
+        expect = sync_api.expect
+        expect.set_options(timeout=WAIT_MS)
+        page = _open(browser, sandbox.url)
+
+        # Cancel: the card loses its buttons and says who cancelled; nothing is sent.
+        _ask(page)
+        cancelled = _new_card(page, set())
+        run_id, state = sandbox.latest_run()
+        assert state == "suspended"
+        _ask(page, f"/signoff cancel {run_id}")
+        expect(cancelled.locator(APPROVE)).to_have_count(0)
+        expect(cancelled).to_contain_text("Cancelled by @Riley")
+        told = page.locator("[data-testid=ephemeral]").filter(has_text=run_id)
+        expect(told).not_to_have_count(0)
+        assert sandbox.latest_run() == (run_id, "failed")  # failed, for the reason "cancelled"
+
+        # Expiry: nobody decides in time; the card says so and its thread tells the requester.
+        _ask(page)
+        expiring = _new_card(page, _open_ts(page))
+        expiring_ts = expiring.get_attribute("data-ts")
+        run_id, _ = sandbox.latest_run()
+        expect(expiring.locator(APPROVE)).to_have_count(
+            0, timeout=SHORT_TTL_MINUTES * 60_000 + WAIT_MS)
+        expect(expiring).to_contain_text("Expired")
+        expect(_thread(page, expiring_ts)).to_contain_text("expired")
+        assert sandbox.latest_run() == (run_id, "halted")
+        assert _sent(page) == 0
+
+        # Continue: the same run asks again with a fresh card, and an approval sends once.
+        before = _open_ts(page)
+        _ask(page, f"/signoff continue {run_id}")
+        fresh = _new_card(page, before)
+        fresh.locator(APPROVE).click()
+        expect(fresh).to_contain_text("Approved by @Riley")
+        expect(page.locator("[data-testid=quotes-sent-total]")).to_have_text("1")
+        assert sandbox.latest_run() == (run_id, "answered")
+        assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
+        page.close()
+    finally:
+        sandbox.stop()
+    assert sandbox.proc.returncode == 0, "".join(sandbox.output)
