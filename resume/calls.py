@@ -73,7 +73,7 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
         return await suspend(held, call, tool, args, previous=decision)
     if decision.decision == "decline":
         content = {"error": DECLINED, "reason": decision.reason,
-                   "message": f"{decision.decided_by} declined this request"}
+                   "message": "The approver declined this request; it was not carried out."}
         event = {"call_id": call.id, "by": decision.decided_by}
         run = await held.tool_result(call.id, tool.name, content,
                                      events=[(EventKind.declined, event)])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from resume import outbox
+from resume import evidence, outbox
 from resume.grant import TRIES
 from resume.outcomes import Cancelled, CancelRefused
 from resume.runtime import Runtime
@@ -32,13 +32,13 @@ async def cancel(rt: Runtime, run_id: str, user: str) -> Cancelled | CancelRefus
         if current.state not in (RunState.suspended, RunState.halted):
             return CancelRefused(RefusalReason.not_cancellable)
         now = rt.now()
-        detail = f"cancelled by {user}"
         rows = []
         if current.state is RunState.suspended and current.pending_token is not None:
             rows.append(outbox.card_update(current, current.pending_token, "cancelled",
                                            at=now, actor=user))
+        done = await evidence.of_run(rt.db, rt.app, run_id)
         rows.append(outbox.notice(current, "cancelled", channel=rt.approvals_channel,
-                                  reason=FailReason.cancelled, detail=detail))
+                                  reason=FailReason.cancelled, evidence=done))
         fx = Effects(events=[(EventKind.cancelled, {
             "by": user, "previous_state": current.state.value,
             "previous_reason": current.halt_reason, "token": current.pending_token,

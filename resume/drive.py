@@ -17,11 +17,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from resume import budget, calls, faults, routes, snapshots
+from resume import budget, calls, evidence, faults, routes, snapshots
 from resume.held import HeldRun
 from resume.messages import Message, ToolCall
 from resume.model import ModelError
-from resume.outbox import EvidenceItem
 from resume.outcomes import CallOutcome, Stopped
 from resume.routes import Routed
 from resume.runtime import Runtime
@@ -182,23 +181,16 @@ def outstanding(conversation: list[Message]) -> list[ToolCall]:
 async def _conclude(held: HeldRun, route: Routed | None, answer: str) -> Run:
     """A final answer counts only if the route's contract holds; otherwise the run fails."""
     entries = await ledger.for_run(held.rt.db, held.run.id)
-    evidence = [
-        EvidenceItem(tool=e.tool, status=e.status.value, fields=_key_fields(held, e.tool, e.result))
-        for e in entries
-    ]
+    done = evidence.items(held.rt.app, entries)
     succeeded = {e.tool for e in entries if e.status is LedgerStatus.succeeded}
     required = route.branch.contract if route else held.rt.app.contract
     missing = [t for t in required if t not in succeeded]
     if missing:
+        declined = await evidence.last_decline(held.rt.db, held.run.id)
         said = " ".join(answer.split())[:300]
-        return await held.fail(
-            FailReason.incomplete, missing=missing, evidence=evidence,
-            detail=f"the run ended without {', '.join(missing)} having succeeded"
-                   + (f"; the agent said: {said}" if said else ""),
-        )
-    return await held.finish(answer, evidence)
-
-
-def _key_fields(held: HeldRun, tool_name: str, result: Any) -> dict[str, Any]:
-    tool = held.rt.app.tool(tool_name)
-    return tool.key_fields(result) if tool is not None else {}
+        detail = None if declined else (
+            f"the run ended without {', '.join(missing)} having succeeded"
+            + (f"; the agent said: {said}" if said else ""))
+        return await held.fail(FailReason.incomplete, missing=missing, done=done,
+                               detail=detail, declined=declined)
+    return await held.finish(answer, done)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from resume import outbox
+from resume import evidence, outbox
 from resume.runtime import Runtime
 from store import sweeps
 from store.events import EventKind
@@ -40,13 +40,13 @@ async def expire_suspended(rt: Runtime, now: datetime | None = None, *,
 def _effects(rt: Runtime, before: Run, now: datetime) -> Effects:
     tool = str((before.pending or {}).get("tool", "the pending request"))
     expires = before.expires_at.isoformat() if before.expires_at else None
-    detail = (f"nobody approved or declined {tool} before {expires}; the request expired. "
-              f"Continue the run with `/signoff continue {before.id}` to be asked again.")
+    finished = before.finished if isinstance(before, sweeps.Orphan) else ()
     rows = []
     if before.pending_token is not None:
         rows.append(outbox.card_update(before, before.pending_token, "expired", at=now))
     rows.append(outbox.notice(before, "expired", channel=rt.approvals_channel,
-                              reason=HaltReason.suspension_expired, detail=detail))
+                              reason=HaltReason.suspension_expired, tool=tool,
+                              evidence=evidence.items(rt.app, finished)))
     return Effects(
         events=[(EventKind.expired, {"token": before.pending_token, "tool": tool,
                              "expires_at": expires})],

@@ -18,9 +18,9 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppres
 from dataclasses import dataclass, field
 from typing import Any
 
-from resume import outbox
+from resume import evidence, outbox
 from resume.messages import Message
-from resume.outbox import EvidenceItem, FieldChange
+from resume.outbox import DeclineData, EvidenceItem, FieldChange
 from resume.outcomes import CallOutcome, DetailsChanged
 from resume.runtime import Runtime
 from resume.scope import Scope
@@ -160,8 +160,9 @@ class HeldRun:
     async def halt(self, reason: str, *, detail: str | None = None,
                    rows: OutboxRows | None = None) -> Run:
         """running -> halted(reason); the requester is told how to continue."""
+        done = await evidence.of_run(self.rt.db, self.rt.app, self.run.id)
         notice = outbox.notice(self.run, "halted", channel=self.channel, reason=reason,
-                               detail=detail)
+                               detail=detail, evidence=done)
         fx = Effects(events=[(EventKind.halted, {"reason": reason, "detail": detail})],
                      outbox=[*(rows or []), notice])
         self.run = await runs.halt(self.rt.db, self.run.id, self.epoch, reason,
@@ -170,10 +171,14 @@ class HeldRun:
 
     async def fail(self, reason: str, *, detail: str | None = None,
                    missing: list[str] | None = None,
-                   evidence: list[EvidenceItem] | None = None) -> Run:
-        """running -> failed(reason), with a failure notice."""
+                   done: list[EvidenceItem] | None = None,
+                   declined: DeclineData | None = None) -> Run:
+        """running -> failed(reason), with a failure notice saying what did happen."""
+        if done is None:
+            done = await evidence.of_run(self.rt.db, self.rt.app, self.run.id)
         notice = outbox.notice(self.run, "failed", channel=self.channel, reason=reason,
-                               detail=detail, missing=missing, evidence=evidence)
+                               detail=detail, missing=missing, evidence=done,
+                               declined=declined)
         data = {"reason": reason, "detail": detail, "missing": missing or []}
         fx = Effects(events=[(EventKind.failed, data)], outbox=[notice])
         return await self.fail_with(reason, fx)
@@ -181,8 +186,9 @@ class HeldRun:
     async def fail_naming(self, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
                           events: Events = ()) -> Run:
         """running -> failed(reason), naming (and closing as ``unknown``) each of ``unknown``."""
+        done = await evidence.of_run(self.rt.db, self.rt.app, self.run.id)
         return await self.fail_with(reason, failure_effects(
-            self.run, reason, detail, unknown, channel=self.channel, events=events))
+            self.run, reason, detail, unknown, channel=self.channel, events=events, done=done))
 
     async def fail_with(self, reason: str, fx: Effects) -> Run:
         """running -> failed(reason), writing ``fx`` (its event and notice) with it."""
@@ -224,13 +230,15 @@ def ledger_result(result: Any) -> Any:
 
 def unknown_call(entry: LedgerEntry) -> str:
     """One call whose write may or may not have happened: the tool, its arguments, its key."""
-    return (f"{entry.tool} may or may not have run with arguments {entry.args} "
-            f"(idempotency key {entry.idempotency_key})")
+    args = ", ".join(f"{k} {_result_text(v).strip(chr(34))}" for k, v in entry.args.items())
+    return (f"{entry.tool} may or may not have run" + (f" with {args}" if args else "")
+            + f" (idempotency key {entry.idempotency_key})")
 
 
 def failure_effects(
     run: Run, reason: str, detail: str, unknown: Sequence[LedgerEntry], *,
-    channel: str | None, events: Events = (), **data: Any,
+    channel: str | None, events: Events = (), done: list[EvidenceItem] | None = None,
+    **data: Any,
 ) -> Effects:
     """A failure that names each call still ``started``, for a person to check.
 
@@ -246,7 +254,8 @@ def failure_effects(
     return Effects(
         events=[*events, (EventKind.failed, {"reason": reason, "detail": detail, **data,
                                              "unknown_calls": named})],
-        outbox=[outbox.notice(run, "failed", channel=channel, reason=reason, detail=detail)],
+        outbox=[outbox.notice(run, "failed", channel=channel, reason=reason, detail=detail,
+                              evidence=done)],
         ledger=[LedgerCompletion(e.call_id, LedgerStatus.unknown, None) for e in unknown],
     )
 

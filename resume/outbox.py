@@ -104,6 +104,16 @@ class EvidenceItem(_Frozen):
     tool: str
     status: str
     fields: dict[str, Any] = Field(default_factory=dict)
+    #: A tool a person had to approve (a write): once it succeeded, asking again repeats it.
+    confirmed: bool = False
+
+
+class DeclineData(_Frozen):
+    """A person declined one of the run's requests: who, why, and which tool."""
+
+    by: str
+    reason: str | None = None
+    tool: str | None = None
 
 
 class RunNotice(_Frozen):
@@ -117,6 +127,8 @@ class RunNotice(_Frozen):
     missing: list[str] = Field(default_factory=list)  #: contract tools that never ran
     grant: dict[str, Any] | None = None
     channel: str | None = None  #: the approvals channel if the run has no thread yet
+    declined: DeclineData | None = None  #: the run stopped because a person declined
+    tool: str | None = None  #: the request an expiry or a decline was about
 
 
 Row = tuple[str, dict[str, Any]]
@@ -152,10 +164,12 @@ def notice(
     evidence: list[EvidenceItem] | None = None,
     missing: list[str] | None = None,
     grant: dict[str, Any] | None = None,
+    declined: DeclineData | None = None,
+    tool: str | None = None,
 ) -> Row:
     payload = RunNotice(
         run_id=run.id, requester=run.user_id, event=event, reason=reason, detail=detail,
         answer=answer, evidence=evidence or [], missing=missing or [], grant=grant,
-        channel=channel,
+        channel=channel, declined=declined, tool=tool,
     )
     return OutboxKind.run_notice.value, payload.model_dump(mode="json")

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from datetime import datetime
 
-from resume import drive, held
+from resume import drive, evidence, held
 from resume.outcomes import RecoveryReport
 from resume.runtime import Runtime
 from store import errors, sweeps
@@ -86,10 +86,9 @@ def _taken_effects(rt: Runtime, before: Run) -> Effects:
 
 def _exhausted_effects(rt: Runtime, before: sweeps.Orphan) -> Effects:
     attempts = before.recovery_attempts
-    detail = (f"the process working on this run stopped {attempts + 1} times (recovered "
+    detail = (f"The process working on this run stopped {attempts + 1} times (recovered "
               f"{attempts} times already); it will not be retried.")
-    if not before.started:
-        detail += " Check the run's trace, then ask again."
     # Nobody will reconcile its started calls now: name them, and record them ``unknown``.
     return held.failure_effects(before, FailReason.recovery_exhausted, detail, before.started,
-                                channel=rt.approvals_channel, recovery_attempts=attempts)
+                                channel=rt.approvals_channel, recovery_attempts=attempts,
+                                done=evidence.items(rt.app, before.finished))

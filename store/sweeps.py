@@ -53,7 +53,8 @@ async def expire_due(
 ) -> list[Run]:
     """suspended -> halted(suspension_expired) for every run whose ``expires_at`` <= now.
 
-    ``effects_for`` gets the run as it was before expiry and returns the events
+    ``effects_for`` gets the run as it was before expiry (an Orphan, so with
+    its ledger rows) and returns the events
     and outbox rows to write with it (its ``pending_token`` names the card; the
     halted run keeps none). A click racing this sweep either claimed first (the
     run is no longer suspended: skipped) or is refused afterwards.
@@ -73,7 +74,7 @@ async def expire_due(
                 values={"state": RunState.halted.value,
                         "halt_reason": HaltReason.suspension_expired.value,
                         "pending_token": None},
-                fx=effects_for(Run.from_row(before)),
+                fx=effects_for(await _orphan(conn, Run.from_row(before))),
                 now=now,
                 action="expire",
             )
@@ -92,6 +93,8 @@ class Orphan(Run):
     #: Tool calls still ``started`` (outcome unknown), oldest first, read in the
     #: transaction that fails the run: exactly what the ledger holds at failure time.
     started: tuple[LedgerEntry, ...] = ()
+    #: Tool calls that finished (succeeded or failed), oldest first: what the run did.
+    finished: tuple[LedgerEntry, ...] = ()
 
 
 @dataclass
@@ -169,7 +172,11 @@ async def _orphan(conn: AsyncConnection, run: Run) -> Orphan:
     CALLS = schema.tool_calls
     rows = (await conn.execute(
         select(CALLS)
-        .where(CALLS.c.run_id == run.id, CALLS.c.status == LedgerStatus.started.value)
+        .where(CALLS.c.run_id == run.id)
         .order_by(CALLS.c.started_at, CALLS.c.call_id)
     )).mappings().all()
-    return Orphan(**vars(run), started=tuple(LedgerEntry.from_row(r) for r in rows))
+    entries = [LedgerEntry.from_row(r) for r in rows]
+    return Orphan(**vars(run),
+                  started=tuple(e for e in entries if e.status is LedgerStatus.started),
+                  finished=tuple(e for e in entries if e.status in (
+                      LedgerStatus.succeeded, LedgerStatus.failed)))

@@ -42,7 +42,7 @@ def approval_card(card: ApprovalCard) -> message.Message:
     ]
     again = " again — details changed" if card.diff else ""
     fallback = (
-        f"{mrkdwn.escape(card.tool)} needs approval{again}: "
+        f"{mrkdwn.entities(card.tool)} needs approval{again}: "
         f"{mrkdwn.mention(card.requester)} asked {mrkdwn.escape(card.question)}"
     )
     return message.finish(fallback, blocks)
@@ -58,7 +58,7 @@ def resolved_card(card: ApprovalCard, update: CardUpdate) -> message.Message:
     ]
     if approvers := _approvers_line(card):
         blocks.append(message.context(approvers, block=message.block_id(card.token, "done.who")))
-    return message.finish(f"{mrkdwn.escape(card.tool)}: {line}", blocks)
+    return message.finish(f"{mrkdwn.entities(card.tool)}: {line}", blocks)
 
 
 def _header(card: ApprovalCard, text: str, *, part: str) -> HeaderBlock:
@@ -104,7 +104,7 @@ def diff_text(diff: list[FieldChange], *, run_id: str) -> str:
     lines = ["*Details changed while waiting*"]
     lines += [_change(change) for change in diff[:DIFF_LINES_MAX]]
     if (rest := len(diff) - DIFF_LINES_MAX) > 0:
-        lines.append(f"… and {rest} more — {mrkdwn.code(f'signoff runs show {run_id}')}")
+        lines.append(f"… and {rest} more changes")
     return "\n".join(lines)
 
 
@@ -141,7 +141,7 @@ def _expiry_line(card: ApprovalCard) -> str:
 def _approvers_line(card: ApprovalCard) -> str:
     """`Approvers: <@A>, <@B>` — only when someone other than the requester decides."""
     if card.approvers_policy:
-        return f"Approvers: {mrkdwn.escape(card.approvers_policy)}"
+        return f"Approvers: {mrkdwn.escape(mrkdwn.one_line(card.approvers_policy))}"
     if not card.approvers or card.approvers == [card.requester]:
         return ""
     return f"Approvers: {mrkdwn.mentions(card.approvers, most=APPROVERS_MAX)}"

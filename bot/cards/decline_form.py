@@ -26,7 +26,7 @@ def reason_view(token: str) -> dict[str, Any]:
             InputBlock(
                 block_id=ids.DECLINE_REASON_BLOCK,
                 optional=True,
-                label=PlainTextObject(text="Reason (optional)"),
+                label=PlainTextObject(text="Reason"),  # Slack adds "(optional)" itself
                 hint=PlainTextObject(text="The agent reads this and carries on without the "
                                           "declined action."),
                 element=PlainTextInputElement(

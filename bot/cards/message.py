@@ -60,7 +60,7 @@ def section(text: str, *, block: str) -> SectionBlock:
     """A mrkdwn section, clipped to Slack's section limit."""
     return SectionBlock(
         block_id=block,
-        text=MarkdownTextObject(text=mrkdwn.clip(text, SECTION_TEXT_MAX)),
+        text=markdown(mrkdwn.clip(text, SECTION_TEXT_MAX)),
     )
 
 
@@ -68,8 +68,16 @@ def context(text: str, *, block: str) -> ContextBlock:
     """A one-element mrkdwn context line (small grey text), clipped like a section."""
     return ContextBlock(
         block_id=block,
-        elements=[MarkdownTextObject(text=mrkdwn.clip(text, SECTION_TEXT_MAX))],
+        elements=[markdown(mrkdwn.clip(text, SECTION_TEXT_MAX))],
     )
+
+
+def markdown(text: str) -> MarkdownTextObject:
+    """A mrkdwn object Slack takes as written: no URL, channel or mention is guessed at.
+
+    Only the explicit `<@U…>` / `<!date…>` sequences signoff writes itself are parsed.
+    """
+    return MarkdownTextObject(text=text, verbatim=True)
 
 
 def finish(fallback: str, blocks: Iterable[Block]) -> Message:

@@ -1,8 +1,9 @@
 """Slack mrkdwn primitives: escaping, safe clipping, mentions, dates, numbers.
 
-Everything a person typed (a question, a preview value, a decline reason) goes
-through `escape` before it is placed in mrkdwn, so it can never become a
-mention, a channel ping or a link. Lengths are measured the way the strictest
+Everything a person, a tool or a model wrote (a question, a preview value, a
+decline reason, an answer) goes through `escape` before it is placed in
+mrkdwn, so it can never become a mention, a link, bold text, an emoji or a
+quote, and can never look like signoff's own words. Lengths are measured the way the strictest
 reader would: in UTF-16 code units, so an emoji counts twice and a clipped
 text stays within Slack's limits whether Slack counts code points or units.
 """
@@ -17,7 +18,22 @@ from datetime import UTC, datetime
 ELLIPSIS = "…"
 
 # C0 controls other than tab and newline, and DEL: invisible, and some are refused by Slack.
-_CONTROLS = dict.fromkeys([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+# Bidi overrides/isolates/marks and zero-width characters: they reorder or hide what a
+# reader sees, so a value could show text other than what it holds.
+_CONTROLS = dict.fromkeys([
+    *range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F,
+    *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C,
+    0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF,
+])
+# mrkdwn has no backslash escape: its control characters become look-alikes that
+# format nothing (`*bold*`, `_italic_`, `~strike~`, `code`).
+_INERT = str.maketrans({"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"})
+# A colon that opens an `:emoji:` code or a `scheme://` link; other colons read as they are.
+_CODE_COLON = re.compile(r":(?=//|[^\s:]+:)")
+_COLON_STAND_IN = "\ua789"
+# A quote marker (already an entity) at the start of a line.
+_LINE_QUOTE = re.compile(r"(?m)^([ \t]*)&gt;")
+_QUOTE_STAND_IN = "\uff1e"
 # Looks like a backtick but cannot end an inline code span.
 _BACKTICK_STAND_IN = "\u02cb"
 # Characters a block_id is built from; anything else becomes `_`.
@@ -34,11 +50,25 @@ def slack_len(text: str) -> int:
 
 
 def escape(text: str) -> str:
-    """Make user-provided text inert in mrkdwn: `&`, `<`, `>` become entities.
+    """Make text from a person, a tool or a model inert in mrkdwn.
 
-    The result is also `sendable`.
+    `&`, `<`, `>` become entities; `*`, `_`, `~`, backtick, and a colon that
+    would open an emoji code or a link, become look-alikes that format
+    nothing; a `>` starting a line cannot open a quote. The result is also
+    `sendable` (no bidi or zero-width controls).
     """
+    inert = _CODE_COLON.sub(_COLON_STAND_IN, entities(text).translate(_INERT))
+    return _LINE_QUOTE.sub(lambda m: m.group(1) + _QUOTE_STAND_IN, inert)
+
+
+def entities(text: str) -> str:
+    """`&`, `<`, `>` as entities, so `text` cannot become a mention or a link; also `sendable`."""
     return sendable(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def quoted(text: str) -> str:
+    """Escaped multi-line data as a block quote: every line of it sits behind the quote bar."""
+    return "\n".join(f">{line}" for line in escape(text).strip().splitlines())
 
 
 def plain(text: str) -> str:
@@ -92,7 +122,7 @@ def mention(user_id: str) -> str:
     """`<@U123>` for a Slack user id; anything that is not one is shown inert."""
     if _USER_ID.fullmatch(user_id):
         return f"<@{user_id}>"
-    return escape(user_id)
+    return escape(one_line(user_id))
 
 
 def mentions(user_ids: list[str], *, most: int = 10) -> str:
@@ -109,7 +139,7 @@ def code(text: str) -> str:
 
 def in_code(text: str) -> str:
     """`text` made safe to sit between backticks: escaped, one line, no backtick to close early."""
-    return escape(one_line(text)).replace("`", _BACKTICK_STAND_IN)
+    return entities(one_line(text)).replace("`", _BACKTICK_STAND_IN)
 
 
 def date(epoch: float, template: str = "{date_short_pretty} at {time}") -> str:

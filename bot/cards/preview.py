@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from slack_sdk.models.blocks import Block, MarkdownTextObject, SectionBlock
+from slack_sdk.models.blocks import Block, SectionBlock
 
 from bot.cards import message, mrkdwn
 from resume.outbox import PreviewData
@@ -60,8 +60,8 @@ def blocks(preview: PreviewData, *, run_id: str, token: str, part: str) -> list[
         out.append(
             SectionBlock(
                 block_id=message.block_id(token, f"{part}.preview.{index}"),
-                text=MarkdownTextObject(text=f"*{title}*") if index == 0 else None,
-                fields=[MarkdownTextObject(text=field) for field in chunk] or None,
+                text=message.markdown(f"*{title}*") if index == 0 else None,
+                fields=[message.markdown(field) for field in chunk] or None,
             )
         )
     body, body_shortened = _fit_body(preview.body, room=PREVIEW_BUDGET - used)
@@ -86,14 +86,13 @@ def truncation_note(cut: Cut, run_id: str) -> str:
         parts.append("long values shortened")
     if cut.body_shortened:
         parts.append("body shortened")
-    where = mrkdwn.code(f"signoff runs show {run_id}")
-    return f":scissors: Preview truncated: {', '.join(parts)} — full details in {where}"
+    return f":scissors: Preview truncated: {', '.join(parts)} — the run keeps the full details"
 
 
 def field(label: str, value: str) -> tuple[str, bool]:
-    """`*label*: value`, escaped and clipped; and whether the value was shortened."""
+    """`*label*: value`, escaped, on one line and clipped; and whether the value was shortened."""
     name = mrkdwn.clip(mrkdwn.escape(mrkdwn.one_line(label)), LABEL_MAX)
-    full = mrkdwn.escape(value).strip()
+    full = mrkdwn.escape(mrkdwn.one_line(value))
     shown = mrkdwn.clip(full, VALUE_MAX)
     if not name:
         return shown or "—", shown != full
@@ -116,6 +115,6 @@ def _fit_fields(pairs: list[tuple[str, str]]) -> tuple[list[str], bool, int]:
 
 
 def _fit_body(body: str | None, *, room: int) -> tuple[str, bool]:
-    full = mrkdwn.escape(body or "").strip()
+    full = mrkdwn.quoted(body or "")
     shown = mrkdwn.clip(full, min(BODY_MAX, room))
     return shown, shown != full

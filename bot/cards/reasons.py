@@ -16,25 +16,32 @@ class Explanation(NamedTuple):
     what: str
     #: What they can do now. `{run}` is replaced by the run id, as inline code.
     todo: str
+    #: What they can do once a confirmed write has run (asking again would repeat it);
+    #: None: `AFTER_WRITE`.
+    todo_after_write: str | None = None
 
 
-_SHOW = "Look at what it did with `signoff runs show {run}`"
 _ASK_AGAIN = "Ask again with `/signoff ask` when you are ready"
+_OPERATOR = "tell whoever runs signoff"
+
+#: The advice once a confirmed write has run: anything but asking again.
+AFTER_WRITE = (f"Don't ask again: that would do it a second time. If something looks wrong, "
+               f"{_OPERATOR}.")
 
 FAILURES: dict[str, Explanation] = {
     "incomplete": Explanation(
         "The run gave an answer without doing everything its route or app requires.",
-        f"{_SHOW}, then ask again.",
+        f"{_ASK_AGAIN}, or {_OPERATOR} if it keeps happening.",
     ),
     "outcome_unknown": Explanation(
         "A tool call was interrupted and signoff could not tell whether it took effect, "
         "so it stopped rather than risk doing it twice.",
-        "Check the tool's own system for the result before asking again; "
-        f"{_SHOW[0].lower()}{_SHOW[1:]}.",
+        "Check the tool's own system for the result before asking again.",
+        "Check the tool's own system for the result; don't ask again for what was done.",
     ),
     "recovery_exhausted": Explanation(
         "The run was interrupted too many times (the bot restarted or crashed while it worked).",
-        f"{_SHOW}; ask again, and tell whoever runs signoff if it keeps happening.",
+        f"{_ASK_AGAIN}, and {_OPERATOR} if it keeps happening.",
     ),
     "route_lost": Explanation(
         "The route this run was following could not be found when it resumed.",
@@ -57,14 +64,18 @@ FAILURES: dict[str, Explanation] = {
     ),
 }
 
+_CONTINUE = "Continue with `/signoff continue {run}` to grant it more."
+
 HALTS: dict[str, Explanation] = {
     "no_longer_permitted": Explanation(
         "Your permissions changed since you asked, so the run stopped before acting.",
         "If your access is back, continue with `/signoff continue {run}`; otherwise ask again.",
+        "If your access is back, continue with `/signoff continue {run}`.",
     ),
     "suspension_expired": Explanation(
         "Nobody answered the approval request in time.",
-        "Continue with `/signoff continue {run}` to ask for approval again.",
+        "Continue with `/signoff continue {run}` to be asked for approval again.",
+        "Continue with `/signoff continue {run}` to be asked for approval again.",
     ),
 }
 
@@ -79,15 +90,12 @@ BUDGET_BOUNDS: dict[str, str] = {
     "elapsed_ms": "its time",
 }
 
-_CONTINUE = "Continue with `/signoff continue {run}` to grant it more."
-
-
 def failure(reason: str | None) -> Explanation:
     """The sentence for a `failed` run's reason code."""
     known = FAILURES.get(reason or "")
     if known is not None:
         return known
-    return Explanation("The run failed.", f"{_SHOW}.")
+    return Explanation("The run failed.", f"{_ASK_AGAIN}, or {_OPERATOR} if it keeps happening.")
 
 
 def halt(reason: str | None) -> Explanation:
@@ -99,5 +107,5 @@ def halt(reason: str | None) -> Explanation:
         bound = code.removeprefix("budget:")
         named = mrkdwn.clip(mrkdwn.escape(mrkdwn.one_line(bound.replace("_", " "))), 60)
         used = BUDGET_BOUNDS.get(bound, f"its {named} budget")
-        return Explanation(f"The run used all of {used}.", _CONTINUE)
-    return Explanation("The run was paused.", _CONTINUE)
+        return Explanation(f"The run used all of {used}.", _CONTINUE, _CONTINUE)
+    return Explanation("The run was paused.", _CONTINUE, _CONTINUE)

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot import ids
-from bot.cards import help_text, mrkdwn, reasons
+from bot.cards import help_text, mrkdwn, notices, reasons
 from resume import outcomes
+from resume.outbox import DeclineData
 from store.records import Run
 from store.states import RunState
 
@@ -82,22 +83,19 @@ def run_not_found(run_id: str) -> str:
             "waiting for approval or halted.")
 
 
-def continued(run: Run, grant: dict[str, Any]) -> str:
-    parts = []
-    if "max_steps" in grant:
-        parts.append(f"{grant['max_steps']} steps")
-    if "max_spend_usd" in grant:
-        parts.append(f"{mrkdwn.money(float(grant['max_spend_usd']))} spend")
-    if "max_tool_calls" in grant:
-        parts.append(f"{grant['max_tool_calls']} tool calls")
-    if "max_elapsed_ms" in grant:
-        parts.append(f"{mrkdwn.duration(int(grant['max_elapsed_ms']))} time")
-    limits = f" New limits: {', '.join(parts)}." if parts else ""
-    return f":arrow_forward: Continuing run {_run(run.id)}.{limits}"
+def continued(run: Run, old: dict[str, Any], new: dict[str, Any]) -> str:
+    """`Continuing run x. New limits: 8 → 12 steps, $1.00 → $1.50 spend.`"""
+    limits = notices.grant_words({"old_limits": old, "new_limits": new})
+    return (f":arrow_forward: Continuing run {_run(run.id)}."
+            + (f" New limits: {limits}." if limits else ""))
+
+
+_NOW = {"running": "it is running", "suspended": "it is waiting for approval",
+        "answered": "it is answered", "failed": "it has ended", "halted": "it is paused"}
 
 
 def not_halted(run_id: str, state: str | None = None) -> str:
-    now = f" it is {state}" if state else " it is not halted"
+    now = f" {_NOW.get(state, 'it is not paused')}" if state else " it is not paused"
     return (f"Run {_run(run_id)} cannot be continued:{now}. Only halted runs can be; "
             f"{_usage('status', run_id)} shows where it stands.")
 
@@ -107,7 +105,7 @@ def cancelled(run: Run) -> str:
 
 
 def not_cancellable(run_id: str, state: str | None = None) -> str:
-    now = f" it is {state}" if state else " it is neither waiting for approval nor halted"
+    now = f" {_NOW.get(state, 'it has ended')}" if state else " it has ended"
     return (f"Run {_run(run_id)} cannot be cancelled:{now}. Only runs waiting for approval "
             "or halted can be.")
 
@@ -123,24 +121,36 @@ _STATE_EMOJI = {
 }
 
 
-def _state_words(run: Run) -> str:
+def _state_words(run: Run, declined: DeclineData | None = None) -> str:
+    """Where the run stands, to follow `Run <id>`: `is waiting for approval of ...`."""
     if run.state is RunState.suspended:
         tool = (run.pending or {}).get("tool") or (run.pending or {}).get("name")
-        what = f" {mrkdwn.code(str(tool))}" if tool else ""
+        what = f" of {mrkdwn.code(str(tool))}" if tool else ""
         until = (f", expires {mrkdwn.date(run.expires_at.timestamp())}"
                  if run.expires_at else "")
-        return f"waiting for approval{what}{until}"
+        return f"is waiting for approval{what}{until}"
     if run.state is RunState.halted:
-        return f"halted — {reasons.halt(run.halt_reason).what}"
+        return f"is paused: {reasons.halt(run.halt_reason).what}"
+    if run.state is RunState.failed and run.halt_reason == "cancelled":
+        return f"was cancelled by {mrkdwn.mention(run.user_id)}"
+    if run.state is RunState.failed and declined is not None:
+        reason = _question(declined.reason or "")
+        return f"was declined by {mrkdwn.mention(declined.by)}" + (f": {reason}" if reason else "")
     if run.state is RunState.failed:
-        return f"failed — {reasons.failure(run.halt_reason).what}"
-    return run.state.value
+        return f"failed: {reasons.failure(run.halt_reason).what}"
+    if run.state is RunState.answered:
+        return "is answered"
+    return f"is {run.state.value}"
 
 
-def status(run: Run) -> str:
-    emoji = _STATE_EMOJI.get(run.state, "")
+def status(run: Run, declined: DeclineData | None = None) -> str:
+    """`/signoff status`; `declined` is the decline that ended a failed run, if one did."""
+    emoji = ":x:" if declined is not None else _STATE_EMOJI.get(run.state, "")
+    if run.state is RunState.failed and run.halt_reason == "cancelled":
+        emoji = ":no_entry_sign:"
+    words = _state_words(run, declined)
     lines = [
-        f"{emoji} Run {_run(run.id)} is {_state_words(run)}",
+        f"{emoji} Run {_run(run.id)} {words}{'' if words.endswith('.') else '.'}",
         f">{_question(run.question)}",
         f"Steps {run.step} · spend {mrkdwn.money(run.spend_usd)} · tool calls {run.tool_calls}"
         f" · started {mrkdwn.date(run.started_at.timestamp())}",
@@ -171,10 +181,10 @@ def refusal(refused: outcomes.Refusal) -> str:
     if isinstance(refused, outcomes.AlreadyResumed):
         verb = "declined" if refused.decision == "decline" else "approved"
         return (f"This request was already {verb} by {mrkdwn.mention(refused.by)} "
-                f"at {mrkdwn.date(refused.at.timestamp())}.")
+                f"{mrkdwn.date(refused.at.timestamp())}.")
     if isinstance(refused, outcomes.NotAnApprover):
         who = (mrkdwn.mentions(refused.approvers) if refused.approvers
-               else mrkdwn.escape(refused.policy) if refused.policy
+               else mrkdwn.escape(mrkdwn.one_line(refused.policy)) if refused.policy
                else mrkdwn.mention(refused.requester))
         return f"You can't decide this request: only {who} can. Nothing changed."
     return _UNKNOWN[refused.reason]

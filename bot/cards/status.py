@@ -23,7 +23,7 @@ def headline(status: CardStatus) -> str:
 
 
 def line(update: CardUpdate) -> str:
-    """The status line, in mrkdwn: `✅ Approved by <@U1> at <date>`."""
+    """The status line, in mrkdwn: `✅ Approved by <@U1> today at 8:11 AM`."""
     return _LINES[update.status](update)
 
 
@@ -36,7 +36,7 @@ def _by(update: CardUpdate) -> str:
 
 
 def _approved(update: CardUpdate) -> str:
-    return f":white_check_mark: Approved{_by(update)} at {mrkdwn.date(update.at)}"
+    return f":white_check_mark: Approved{_by(update)} {mrkdwn.date(update.at)}"
 
 
 def _declined(update: CardUpdate) -> str:
@@ -45,7 +45,7 @@ def _declined(update: CardUpdate) -> str:
 
 
 def _expired(update: CardUpdate) -> str:
-    return f":hourglass: Expired at {mrkdwn.date(update.at)} — ask again"
+    return f":hourglass: Expired {mrkdwn.date(update.at)}: nobody decided in time"
 
 
 def _superseded(update: CardUpdate) -> str:

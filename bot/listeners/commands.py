@@ -20,7 +20,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncResp
 from bot import ids
 from bot.cards import replies
 from bot.services import Services
-from resume import ask, cancel, grant, outcomes
+from resume import ask, cancel, evidence, grant, outcomes
 from store import errors, runs
 from store.states import RunState
 
@@ -94,7 +94,7 @@ async def _continue(services: Services, user: str, rest: str) -> str:
             return replies.not_halted(run_id, await _state(services, run_id))
         return replies.run_not_found(run_id)
     services.carry_on(result.drive)
-    return replies.continued(result.run, result.new_limits)
+    return replies.continued(result.run, result.old_limits, result.new_limits)
 
 
 async def _status(services: Services, user: str, rest: str) -> str:
@@ -102,7 +102,9 @@ async def _status(services: Services, user: str, rest: str) -> str:
     run = await runs.find(services.rt.db, run_id)
     if run is None or run.user_id != user:
         return replies.run_not_found(run_id)
-    return replies.status(run)
+    declined = (await evidence.last_decline(services.rt.db, run.id)
+                if run.state is RunState.failed and run.halt_reason == "incomplete" else None)
+    return replies.status(run, declined)
 
 
 async def _list(services: Services, user: str, rest: str) -> str:

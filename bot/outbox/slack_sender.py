@@ -201,8 +201,10 @@ async def _post(
     blocks: list[dict[str, Any]],
     thread_ts: str | None,
 ) -> _Thread:
+    # Never unfurl: a link in a preview or an answer is data, not a page to show.
     response = await client.chat_postMessage(
-        channel=channel, text=text, blocks=blocks, thread_ts=thread_ts
+        channel=channel, text=text, blocks=blocks, thread_ts=thread_ts,
+        unfurl_links=False, unfurl_media=False,
     )
     posted_channel: Any = response.get("channel")
     ts: Any = response.get("ts")

@@ -80,7 +80,7 @@ async def test_ask__starts_a_run_replies_with_its_id_and_posts_the_card(
 async def test_status__shows_where_the_run_stands(world: BotWorld) -> None:
     run = await _ask(world)
     reply = await world.command(REP, f"status {run.id}")
-    assert f"`{run.id}` is waiting for approval `send_quote`" in reply.text
+    assert f"`{run.id}` is waiting for approval of `send_quote`" in reply.text
     assert "Henderson" in reply.text
 
 
@@ -110,7 +110,7 @@ async def test_cancel__fails_the_run_and_the_card_loses_its_buttons(world: BotWo
     card = world.card(run.pending_token or "")
     assert not has_buttons(card) and "Cancelled by <@U0REP>" in json.dumps(card.blocks)
     again = await world.command(REP, f"cancel {run.id}")
-    assert "cannot be cancelled: it is failed" in again.text
+    assert "cannot be cancelled: it has ended" in again.text
 
 
 async def test_cancel__someone_elses_run_reads_like_an_unknown_one(world: BotWorld) -> None:
@@ -130,7 +130,8 @@ async def test_continue__a_halted_run_gets_a_grant_and_asks_again(world: BotWorl
     listed = await world.command(REP, "list")
     assert run.id in listed.text and "halted" in listed.text
     reply = await world.command(REP, f"continue {run.id}")
-    assert f"Continuing run `{run.id}`" in reply.text and "New limits: 12 steps" in reply.text
+    assert f"Continuing run `{run.id}`" in reply.text
+    assert "New limits: 8 → 12 steps, $0.50 → $0.75 spend" in reply.text
     after = await runs.get(world.db, run.id)
     assert after.state is RunState.suspended and after.pending_token != run.pending_token
     await world.deliver(now=later)
@@ -141,7 +142,7 @@ async def test_continue__a_halted_run_gets_a_grant_and_asks_again(world: BotWorl
 async def test_continue__a_run_that_is_not_halted_is_refused(world: BotWorld) -> None:
     run = await _ask(world)
     reply = await world.command(REP, f"continue {run.id}")
-    assert "cannot be continued: it is suspended" in reply.text
+    assert "cannot be continued: it is waiting for approval" in reply.text
     assert (await runs.get(world.db, run.id)).pending_token == run.pending_token
 
 

@@ -136,7 +136,7 @@ async def test_on_approve__a_second_click_is_told_it_was_already_approved(
                                respond=respond, context=context)
 
     [text] = respond.texts
-    assert text.startswith(f"This request was already approved by <@{REP}> at ")
+    assert text.startswith(f"This request was already approved by <@{REP}> <!date^")
     assert (await runs.get(services.rt.db, run.id)).state is RunState.answered
 
 

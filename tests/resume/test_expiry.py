@@ -55,7 +55,8 @@ async def test_expire_suspended__at_exactly_expires_at_halts_and_strips_the_card
     assert rows[2].payload["event"] == "expired"
     assert rows[2].payload["reason"] == "suspension_expired"
     assert rows[2].payload["requester"] == "U_REP"
-    assert f"/signoff continue {run.id}" in rows[2].payload["detail"]
+    assert rows[2].payload["tool"] == "send_quote"
+    assert rows[2].payload["detail"] is None  # the bot words it: no ISO stamp, advice once
     [event] = await events.for_run(db, run.id, kind="expired")
     assert event.data["token"] == run.pending_token and event.data["tool"] == "send_quote"
     # The card's token no longer works, and a second sweep finds nothing.

@@ -243,7 +243,7 @@ async def test_recover_orphans__exhausted_run_names_the_tool_call_it_left_unknow
     assert await crm.sent_count() == 0
 
 
-async def test_recover_orphans__exhausted_run_without_unknown_calls_says_check_the_trace(
+async def test_recover_orphans__exhausted_run_without_unknown_calls_says_nothing_ran(
     db: Database,
 ) -> None:
     crm = await _crm(db)
@@ -257,7 +257,8 @@ async def test_recover_orphans__exhausted_run_without_unknown_calls_says_check_t
     notice = (await outbox.for_run(db, run.id))[-1].payload
     assert notice["reason"] == "recovery_exhausted"
     assert "may or may not have run" not in notice["detail"]
-    assert "Check the run's trace" in notice["detail"]
+    assert "signoff runs show" not in notice["detail"]  # operators' advice stays in the CLI
+    assert notice["evidence"] == []
     [failed] = await events.for_run(db, run.id, kind="failed")
     assert failed.data["unknown_calls"] == []
 

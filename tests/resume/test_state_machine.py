@@ -359,7 +359,8 @@ class QuotesRuns(RuleBasedStateMachine):
                   if r.kind == "run_notice" and r.payload["event"] == "failed"][-1]
         for e in entries:
             if e.status is LedgerStatus.unknown:
-                assert e.tool in notice["detail"] and str(e.args) in notice["detail"], (
+                named = [f"{k} {v}" for k, v in e.args.items()]
+                assert e.tool in notice["detail"] and all(n in notice["detail"] for n in named), (
                     f"{run.id}: the notice does not name {e.tool} {e.args}")
 
 
