@@ -4,7 +4,7 @@ The checks run in a fixed order, each returning a named outcome: the tool
 exists and the route allows it; the arguments validate; the scope permits it;
 the ledger has no earlier attempt (never replay; reconcile an unknown one);
 the guard passes before a person is asked; a person approved it where one
-must (preview digest and guards re-checked against now); only then does the tool run, through the
+must (guards and preview digest re-checked against now); only then does the tool run, through the
 ledger: ``started`` committed first, its result committed after. Every write
 goes through the ``HeldRun``.
 """
@@ -39,8 +39,8 @@ DECLINED = "declined_by_user"
 
 async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | None:
     """Settle one call; return the run if it stopped (suspended, halted, failed)."""
-    # The ledger first: a call that already started is settled by what it did, even
-    # if this deployment no longer has the tool, allows it, or accepts its arguments.
+    # The ledger first: a started call is settled by what it did, even if this
+    # deployment no longer has the tool, allows it, or accepts its arguments.
     entry = await ledger.get(held.rt.db, held.run.id, call.id)
     if entry is not None and entry.status in (LedgerStatus.succeeded, LedgerStatus.failed):
         # Never replay: the result is already known; only the message may be missing.
@@ -53,8 +53,7 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
     tool, args = checked
     decision = await latest_approval(held, call.id)
     if entry is not None:
-        return await reconcile(held, call, tool, args, entry,
-                                         confirmed=decision is not None)
+        return await reconcile(held, call, tool, args, entry, confirmed=decision is not None)
     decided = decision is not None and decision.decision is not None
     if not held.scope.permits(tool.name) and not decided:
         # Nobody has said yes: refuse to the model rather than ask a person for a
@@ -116,7 +115,7 @@ def _checked(
 async def _approved(
     held: HeldRun, call: ToolCall, tool: Tool[Any], args: BaseModel, approval: Approval
 ) -> Run | None:
-    """Re-check an approved call against now: scope, preview digest, guards; then run it."""
+    """Re-check an approved call against now: scope, guards, preview digest; then run it."""
     now = held.rt.now()
     if not held.scope.permits(tool.name):
         upd = outbox.card_update(held.run, approval.token, "no_longer_permitted", at=now)
@@ -124,14 +123,15 @@ async def _approved(
                            detail=f"{held.run.user_id} may no longer use {tool.name}")
         held.settled[call.id] = NoLongerPermitted(run)
         return run
-    preview = await tool.render_preview(args, held.scope)
-    if preview.digest() != approval.digest:
-        return await suspend(held, call, tool, args, previous=approval, preview=preview)
+    # The guard first: a call it refuses now is never asked about again, changed or not.
     blocked = await _guard(held, call, tool, args, confirmed=True)
     if blocked is not None:
         upd = outbox.card_update(held.run, approval.token, "guard_failed", at=now,
                                  actor=approval.decided_by, reason=blocked[1])
         return await _blocked(held, call, tool, blocked, rows=[upd])
+    preview = await tool.render_preview(args, held.scope)
+    if preview.digest() != approval.digest:
+        return await suspend(held, call, tool, args, previous=approval, preview=preview)
     return await execute(held, call, tool, args, confirmed=True)
 
 

@@ -124,6 +124,23 @@ async def test_quote__guard_refusing_before_the_card_never_asks_a_person(db: Dat
     assert [e.kind for e in await events.for_run(db, run.id)].count("guard_failed") == 1
 
 
+async def test_quote__changed_details_the_guard_refuses_are_not_asked_about_again(
+    db: Database,
+) -> None:
+    """While the card waits the tier changes (a new card would ask again) and a credit hold
+    lands: the guard's refusal wins, and no second card is posted."""
+    world = await quotes_world(db)
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    await world.crm.set_tier("Henderson", "silver")
+    await world.crm.set_credit_hold("Henderson", True)
+    result = await journeys.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(result, outcomes.Blocked) and result.code == "credit_hold"
+    assert [r.kind for r in await outbox.for_run(db, run.id)].count("approval_card") == 1
+    assert len(await approvals.for_run(db, run.id)) == 1
+    assert await world.crm.sent_count() == 0
+
+
 async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> None:
     world = await quotes_world(db)
     run = await journeys.start(world.rt, "U_REP", ASK)
