@@ -10,10 +10,10 @@ PG_HOST ?= 127.0.0.1
 PG_PORT ?= 5432
 PG_WAIT_SECONDS ?= 30
 
-.PHONY: help install lint typecheck test pg-up
+.PHONY: help install lint typecheck test pg-up screenshots
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 install: ## Create the venv (.venv) and install signoff with its dev extras, editable.
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ typecheck: ## mypy --strict on the three packages.
 
 test: ## The README's test command.
 	$(VENV)/bin/pytest
+
+screenshots: ## Refresh the README's pictures (docs/screenshots) from the browser tests.
+	SIGNOFF_SCREENSHOTS_DIR=$(CURDIR)/docs/screenshots SIGNOFF_REQUIRE_BROWSER=1 \
+	  $(VENV)/bin/pytest -q tests/acceptance/test_sandbox_browser.py \
+	  -k "quote_approved_stale_double_click_refused or credit_hold_blocks_the_send"
 
 pg-up: ## Start the local PostgreSQL cluster if it is down, and wait until it accepts connections.
 	@pg_isready -q -h $(PG_HOST) -p $(PG_PORT) \

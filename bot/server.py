@@ -86,7 +86,7 @@ async def build_server(
         await _schema(database)
         runtime = Runtime(
             db=database,
-            app=app or _load_app(settings.app),
+            app=app or load_app(settings.app),
             suspension_ttl=settings.suspension_ttl,
             orphan_after=settings.orphan_after,
             max_recovery_attempts=settings.max_recovery_attempts,
@@ -98,6 +98,7 @@ async def build_server(
             await database.dispose()
         raise
     _warn_if_cards_go_to_the_wrong_person(runtime)
+    _warn_if_requesters_decide_their_own(runtime)
     services = Services(rt=runtime, settings=settings, client=bolt_app.web_client(settings))
     bolt = bolt_app.build(services)
     web_app = bolt.web_app(path=ids.EVENTS_PATH, port=settings.port)
@@ -159,7 +160,18 @@ def _warn_if_cards_go_to_the_wrong_person(rt: Runtime) -> None:
                     extra={"action": "approvals_channel_missing", "tools": sorted(others)})
 
 
-def _load_app(ref: str) -> App:
+def _warn_if_requesters_decide_their_own(rt: Runtime) -> None:
+    """Self-approval is a choice an app makes: name each tool that leaves it on."""
+    for tool in rt.app.tools:
+        if tool.confirm is not False and tool.approvers.requester_may_decide():
+            log.warning("tool %s asks for approval, and whoever asked may approve their own "
+                        "call; to require someone else, give it Approvers(..., "
+                        "allow_requester=False)", tool.name,
+                        extra={"action": "self_approval_allowed", "tool": tool.name})
+
+
+def load_app(ref: str) -> App:
+    """The app ``ref`` names (``SIGNOFF_APP``); NotReady, with one line, when it names none."""
     try:
         return apps.load(ref)
     except (ImportError, AttributeError, TypeError, ValueError) as exc:

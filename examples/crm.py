@@ -84,6 +84,9 @@ def price(sku: str, quantity: int, tier: str) -> Pricing:
 
 
 class CRM:
+    #: The discount tiers the sandbox page's panel offers.
+    tiers: tuple[str, ...] = tuple(TIERS)
+
     def __init__(self, db: Database) -> None:
         self.db = db
         self._ready = False

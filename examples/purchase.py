@@ -234,7 +234,12 @@ def build(
     return App(name="purchase", tools=tools_for(behaviour), scope=behaviour.scope,
                model=model or scripted_model(), router=router,
                system_prompt="You are a purchasing assistant supervised by people.",
-               limits=limits or Limits(max_steps=12, max_spend_usd=0.5, max_tool_calls=14))
+               limits=limits or Limits(max_steps=12, max_spend_usd=0.5, max_tool_calls=14),
+               examples=EXAMPLES)
+
+
+#: A purchase (through the approval of its cart mandate), and a question (no approval).
+EXAMPLES = ["buy 2 of KB-100 and 1 of MN-300", "is MN-300 in stock?"]
 
 
 Result = tuple[str, dict[str, Any]]

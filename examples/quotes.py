@@ -141,7 +141,16 @@ def build(crm: CRM, model: Model | None = None, *, limits: Limits | None = None)
                system_prompt="You draft and send sales quotes. Send only drafted quotes.",
                # A quote that was not sent is not a finished request, whatever the agent says.
                contract=["send_quote"],
-               limits=limits or Limits(max_steps=8, max_spend_usd=0.5, max_tool_calls=8))
+               limits=limits or Limits(max_steps=8, max_spend_usd=0.5, max_tool_calls=8),
+               examples=EXAMPLES,
+               # The sandbox page's CRM panel: tiers and credit holds to change while a card
+               # waits, and the quotes sent.
+               world=crm.ready)
+
+
+#: Questions the offline agent understands (any account the CRM knows works the same way).
+EXAMPLES = ["draft a quote for Henderson, 200 of SKU-4411",
+            "draft a quote for Acme, 40 of SKU-2020"]
 
 
 def _last_result(messages: Sequence[Message]) -> tuple[str | None, dict[str, Any]]:

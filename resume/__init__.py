@@ -18,7 +18,7 @@ from resume.routes import Branch, RouteDecision, RouteFunction, Router
 from resume.runtime import Runtime
 from resume.scope import Scope, ScopeResolver
 from resume.scripted import ScriptedModel, ScriptExhausted, Turn, call, did_not_finish, result_of
-from resume.tools import Approvers, Guard, Preview, Reconciliation, Tool, ToolContext
+from resume.tools import Approvers, Decider, Guard, Preview, Reconciliation, Tool, ToolContext
 from store.engine import DEFAULT_URL, Database, connect
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "Approvers",
     "Branch",
     "Database",
+    "Decider",
     "GrantPolicy",
     "Guard",
     "Limits",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +37,16 @@ class App:
     #: count as answered (a router's branches carry their own). A run that ends
     #: without them failed (``incomplete``), however well its last message reads.
     contract: Sequence[str] = ()
+    #: Questions that work with this app: the sandbox page and ``/signoff help`` offer them.
+    examples: Sequence[str] = ()
+    #: The sandbox page's world panel: called once when the sandbox starts, it returns
+    #: the controls the panel drives (``bot.sandbox.page.Controls``). None: no panel.
+    world: Callable[[], Awaitable[Any]] | None = None
 
     def __post_init__(self) -> None:
+        if any(not isinstance(e, str) or not e.strip() for e in self.examples):
+            raise ValueError(f"app {self.name!r}: each example must be a non-blank question")
+        self.examples = [e.strip() for e in self.examples]
         names = [t.name for t in self.tools]
         if len(names) != len(set(names)):
             raise ValueError(f"app {self.name!r} defines a tool name twice: {sorted(names)}")

@@ -3,8 +3,8 @@
 The checks run in a fixed order, each returning a named outcome: the tool
 exists and the route allows it; the arguments validate; the scope permits it;
 the ledger has no earlier attempt (never replay; reconcile an unknown one);
-a person approved it where one must (preview digest and guards re-checked
-against the world as it is now); only then does the tool run, through the
+the guard passes before a person is asked; a person approved it where one
+must (guards and preview digest re-checked against now); only then does the tool run, through the
 ledger: ``started`` committed first, its result committed after. Every write
 goes through the ``HeldRun``.
 """
@@ -39,8 +39,8 @@ DECLINED = "declined_by_user"
 
 async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | None:
     """Settle one call; return the run if it stopped (suspended, halted, failed)."""
-    # The ledger first: a call that already started is settled by what it did, even
-    # if this deployment no longer has the tool, allows it, or accepts its arguments.
+    # The ledger first: a started call is settled by what it did, even if this
+    # deployment no longer has the tool, allows it, or accepts its arguments.
     entry = await ledger.get(held.rt.db, held.run.id, call.id)
     if entry is not None and entry.status in (LedgerStatus.succeeded, LedgerStatus.failed):
         # Never replay: the result is already known; only the message may be missing.
@@ -53,8 +53,7 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
     tool, args = checked
     decision = await latest_approval(held, call.id)
     if entry is not None:
-        return await reconcile(held, call, tool, args, entry,
-                                         confirmed=decision is not None)
+        return await reconcile(held, call, tool, args, entry, confirmed=decision is not None)
     decided = decision is not None and decision.decision is not None
     if not held.scope.permits(tool.name) and not decided:
         # Nobody has said yes: refuse to the model rather than ask a person for a
@@ -63,6 +62,12 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
                             f"{held.run.user_id} may not use {tool.name}")
     if not tool.needs_confirmation(args, held.scope):
         return await execute(held, call, tool, args, confirmed=False)
+    if decision is None:
+        # Checked before anyone is asked too: a call the guard already refuses
+        # never reaches an approver, and the model gets the guard's answer.
+        blocked = await _guard(held, call, tool, args, confirmed=False)
+        if blocked is not None:
+            return await _blocked(held, call, tool, blocked)
     if decision is None or decision.decision is None:
         return await suspend(held, call, tool, args, previous=decision)
     if decision.decision == "decline":
@@ -79,8 +84,7 @@ async def handle(held: HeldRun, call: ToolCall, route: Routed | None) -> Run | N
 @dataclass(frozen=True)
 class _Refused:
     code: str
-    #: For the model, as the call's result.
-    message: str
+    message: str  #: for the model, as the call's result
     #: For a person, when an earlier attempt of the call cannot be checked because of it.
     changed: str
 
@@ -111,7 +115,7 @@ def _checked(
 async def _approved(
     held: HeldRun, call: ToolCall, tool: Tool[Any], args: BaseModel, approval: Approval
 ) -> Run | None:
-    """Re-check an approved call against now: scope, preview digest, guards; then run it."""
+    """Re-check an approved call against now: scope, guards, preview digest; then run it."""
     now = held.rt.now()
     if not held.scope.permits(tool.name):
         upd = outbox.card_update(held.run, approval.token, "no_longer_permitted", at=now)
@@ -119,21 +123,36 @@ async def _approved(
                            detail=f"{held.run.user_id} may no longer use {tool.name}")
         held.settled[call.id] = NoLongerPermitted(run)
         return run
+    # The guard first: a call it refuses now is never asked about again, changed or not.
+    blocked = await _guard(held, call, tool, args, confirmed=True)
+    if blocked is not None:
+        upd = outbox.card_update(held.run, approval.token, "guard_failed", at=now,
+                                 actor=approval.decided_by, reason=blocked[1])
+        return await _blocked(held, call, tool, blocked, rows=[upd])
     preview = await tool.render_preview(args, held.scope)
     if preview.digest() != approval.digest:
         return await suspend(held, call, tool, args, previous=approval, preview=preview)
-    ctx = context(held, call, confirmed=True)
-    guard = await tool.check(args, held.scope, ctx)
-    if not guard.ok:
-        code, message = guard.code or "guard_failed", guard.message or "a check failed"
-        upd = outbox.card_update(held.run, approval.token, "guard_failed", at=now,
-                                 actor=approval.decided_by, reason=message)
-        event = {"call_id": call.id, "code": code}
-        run = await held.tool_result(call.id, tool.name, {"error": code, "message": message},
-                                     events=[(EventKind.guard_failed, event)], rows=[upd])
-        held.settled[call.id] = Blocked(run, code, message)
-        return None
     return await execute(held, call, tool, args, confirmed=True)
+
+
+async def _guard(
+    held: HeldRun, call: ToolCall, tool: Tool[Any], args: BaseModel, *, confirmed: bool
+) -> tuple[str, str] | None:
+    """The guard's (code, message) when it refuses the call now; None when it passes."""
+    guard = await tool.check(args, held.scope, context(held, call, confirmed=confirmed))
+    return None if guard.ok else (guard.code or "guard_failed", guard.message or "a check failed")
+
+
+async def _blocked(
+    held: HeldRun, call: ToolCall, tool: Tool[Any], blocked: tuple[str, str], *,
+    rows: list[tuple[str, dict[str, Any]]] | None = None,
+) -> Run | None:
+    """The guard's answer goes to the model as the call's result."""
+    (code, message), event = blocked, {"call_id": call.id, "code": blocked[0]}
+    run = await held.tool_result(call.id, tool.name, {"error": code, "message": message},
+                                 events=[(EventKind.guard_failed, event)], rows=rows or [])
+    held.settled[call.id] = Blocked(run, code, message)
+    return None
 
 
 async def latest_approval(held: HeldRun, call_id: str) -> Approval | None:
@@ -179,8 +198,8 @@ async def suspend(
 
 
 async def _replay_result(held: HeldRun, call: ToolCall, entry: LedgerEntry) -> Run | None:
-    await held.tool_result(call.id, entry.tool, entry.result,
-                           events=[(EventKind.replayed_from_ledger, {"call_id": call.id})])
+    event = (EventKind.replayed_from_ledger, {"call_id": call.id})
+    await held.tool_result(call.id, entry.tool, entry.result, events=[event])
     return None
 
 

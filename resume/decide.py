@@ -32,7 +32,7 @@ from store.transitions import Effects
 
 
 async def _may_decide(
-    rt: Runtime, token: str, actor: str
+    rt: Runtime, token: str, actor: str, team_id: str | None
 ) -> tuple[Approval, Run] | Refusal:
     """The request is known, undecided and unexpired, and the approvers policy allows ``actor``."""
     approval = await approvals.get(rt.db, token) if token else None
@@ -53,7 +53,7 @@ async def _may_decide(
     policy = tool.approvers if tool is not None else REQUESTER
     if external.is_external(run):
         policy = call_decided.approvers(approval)
-    if not policy.allows(actor, run.user_id):
+    if not policy.allows(actor, run.user_id, team_id):
         return NotAnApprover(actor, run.user_id, policy.listed(run.user_id), policy.policy())
     return approval, run
 
@@ -65,7 +65,9 @@ def _expired(run: Run, token: str, now: datetime) -> bool:
     return run.state is RunState.halted and run.halt_reason == HaltReason.suspension_expired
 
 
-async def refusal(rt: Runtime, token: str, actor: str) -> Refusal | None:
+async def refusal(
+    rt: Runtime, token: str, actor: str, *, team_id: str | None = None
+) -> Refusal | None:
     """Why ``actor`` could not decide ``token`` now; None while a decision would be taken.
 
     Read-only and quick, for a listener that must know before it asks for more
@@ -73,7 +75,7 @@ async def refusal(rt: Runtime, token: str, actor: str) -> Refusal | None:
     answers as ``decide``, its claim's guards included; it decides nothing, so
     the later ``decide`` remains the check that counts.
     """
-    may = await _may_decide(rt, token, actor)
+    may = await _may_decide(rt, token, actor, team_id)
     if not isinstance(may, tuple):
         return may
     _, run = may
@@ -85,10 +87,14 @@ async def refusal(rt: Runtime, token: str, actor: str) -> Refusal | None:
 
 
 async def decide(
-    rt: Runtime, token: str, decision: Decision, actor: str, reason: str | None = None
+    rt: Runtime, token: str, decision: Decision, actor: str, reason: str | None = None,
+    *, team_id: str | None = None,
 ) -> Claimed | Refusal:
-    """Claim the run for ``actor``'s decision, or say why not. Changes nothing when refused."""
-    may = await _may_decide(rt, token, actor)
+    """Claim the run for ``actor``'s decision, or say why not. Changes nothing when refused.
+
+    ``team_id`` is the clicker's own workspace, for an approvers predicate.
+    """
+    may = await _may_decide(rt, token, actor, team_id)
     if not isinstance(may, tuple):
         return may
     approval, run = may

@@ -104,25 +104,58 @@ class ToolContext:
 
 
 @dataclass(frozen=True)
+class Decider:
+    """Who clicked, for an approvers predicate."""
+
+    user_id: str
+    requester: str
+    #: The clicker's own workspace (Slack's ``user.team_id``): a Slack Connect guest's
+    #: differs from the members'. None when the door does not know it.
+    team_id: str | None = None
+
+
+@dataclass(frozen=True)
 class Approvers:
-    """Who may approve: the requester (default), fixed user ids, or a predicate."""
+    """Who may approve: the requester (default), fixed user ids, or a predicate.
+
+    ``allow_requester`` says whether the person who asked may decide their own
+    request when the list or the predicate would allow them; ``False`` means
+    someone else must. ``signoff serve`` warns at start about every tool that
+    leaves it ``True``.
+    """
 
     users: tuple[str, ...] = ()
-    predicate: Callable[[str, str], bool] | None = None  #: (actor, requester) -> allowed
+    predicate: Callable[[Decider], bool] | None = None
     #: How people are told who may decide under ``predicate`` ("someone in finance
     #: other than the requester"): a predicate has no list of names to show.
     description: str = ""
+    allow_requester: bool = True
 
-    def allows(self, actor: str, requester: str) -> bool:
+    def __post_init__(self) -> None:
+        if not self.allow_requester and not self.users and self.predicate is None:
+            raise ValueError("Approvers(allow_requester=False) needs users or a predicate: "
+                             "otherwise nobody may approve")
+
+    def allows(self, actor: str, requester: str, team_id: str | None = None) -> bool:
+        if actor == requester and not self.allow_requester:
+            return False
         if self.predicate is not None:
-            return self.predicate(actor, requester)
+            return self.predicate(Decider(actor, requester, team_id))
         if self.users:
             return actor in self.users
         return actor == requester
 
+    def requester_may_decide(self) -> bool:
+        """Whether a requester might decide their own request under this policy."""
+        return self.allow_requester
+
     def listed(self, requester: str) -> list[str] | None:
         """Named approvers for the card; None when it is the requester or a predicate."""
-        return list(self.users) if self.users and self.predicate is None else None
+        if not self.users or self.predicate is not None:
+            return None
+        if self.allow_requester:
+            return list(self.users)
+        return [u for u in self.users if u != requester]
 
     def policy(self) -> str | None:
         """Who may decide, in words, for a predicate; None when names say it."""

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot import ids
+from bot.cards import mrkdwn
+
+#: Longest example question shown (an app's examples are its own text, shown verbatim).
+EXAMPLE_MAX = 200
 
 #: Each subcommand's arguments (mrkdwn-escaped) and what it does.
 USAGE: dict[str, tuple[str, str]] = {
@@ -15,11 +21,16 @@ USAGE: dict[str, tuple[str, str]] = {
 }
 
 
-def help_text() -> str:
-    """The reply to `/signoff help` (and to anything `/signoff` does not understand)."""
+def help_text(examples: Sequence[str] = ()) -> str:
+    """The reply to `/signoff help` (and to anything `/signoff` does not understand),
+    with the app's example questions."""
     lines = ["*signoff* — approvals for agent runs. Commands:"]
     for name in ids.SUBCOMMANDS:
         args, what = USAGE[name]
         usage = f"{ids.COMMAND} {name} {args}".rstrip()
         lines.append(f"• `{usage}` — {what}")
+    if examples:
+        lines.append("Questions this app answers, for example:")
+        lines += [f"• {mrkdwn.code(mrkdwn.clip(f'{ids.COMMAND} ask {e}', EXAMPLE_MAX))}"
+                  for e in examples]
     return "\n".join(lines)

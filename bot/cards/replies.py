@@ -40,12 +40,13 @@ def _usage(sub: str, args: str) -> str:
 # --- /signoff: usage ---------------------------------------------------------------
 
 
-def help_reply() -> str:
-    return help_text()
+def help_reply(examples: Sequence[str] = ()) -> str:
+    return help_text(examples)
 
 
-def unknown_subcommand(word: str) -> str:
-    return (f"I don't know {mrkdwn.code(mrkdwn.clip(word, TYPED_ID_MAX))}.\n\n{help_text()}")
+def unknown_subcommand(word: str, examples: Sequence[str] = ()) -> str:
+    return (f"I don't know {mrkdwn.code(mrkdwn.clip(word, TYPED_ID_MAX))}.\n\n"
+            f"{help_text(examples)}")
 
 
 def missing_run_id(sub: str) -> str:

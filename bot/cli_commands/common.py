@@ -54,6 +54,22 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_app_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--app-dir", metavar="DIR", default=".",
+                        help="look for the app's module in DIR first (default: the current "
+                        "folder, as uvicorn and gunicorn do)")
+
+
+def use_app_dir(folder: str) -> None:
+    """Put ``folder`` first on the import path, so ``myapp:app`` finds ./myapp.py."""
+    path = str(Path(folder).resolve())
+    if not Path(path).is_dir():
+        fail(f"--app-dir {folder}: no such folder", EXIT_FAILED)
+    if path in sys.path:
+        sys.path.remove(path)
+    sys.path.insert(0, path)
+
+
 # --- Database helpers --------------------------------------------------------------------
 
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from bot import config
-from bot.cli_commands.common import add, call_main
+from bot.cli_commands.common import add, add_app_dir, call_main, use_app_dir
 
 #: The module whose ``main(settings, app_ref, port, socket_mode=...)`` runs the sandbox.
 RUNNER = "bot.sandbox.runner"
@@ -15,6 +15,7 @@ RUNNER = "bot.sandbox.runner"
 def sandbox(args: argparse.Namespace) -> int:
     # Through the settings, so --app and --database-url are validated like the variables.
     overrides = {k: v for k, v in (("app", args.app), ("database_url", args.database_url)) if v}
+    use_app_dir(args.app_dir)
     settings = config.load_settings(**overrides)
     if args.socket_mode:
         return call_main("sandbox", RUNNER, settings, settings.app, args.port, True)
@@ -34,4 +35,5 @@ def add_parser(commands: Any) -> None:
                      help="the bot takes the page's clicks and commands as Socket Mode "
                      "envelopes over a WebSocket, as with SLACK_APP_TOKEN, instead of "
                      "signed HTTP requests")
+    add_app_dir(box)
     box.set_defaults(call=sandbox)

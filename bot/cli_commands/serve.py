@@ -7,7 +7,7 @@ import textwrap
 from typing import Any
 
 from bot import config
-from bot.cli_commands.common import add, call_main
+from bot.cli_commands.common import add, add_app_dir, call_main, use_app_dir
 
 ABOUT = (
     "Run the bot: Slack events, interactivity and commands on POST /slack/events, or over "
@@ -20,6 +20,7 @@ ABOUT = (
 
 def serve(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in (("port", args.port), ("host", args.host)) if v is not None}
+    use_app_dir(args.app_dir)
     return call_main("serve", "bot.server", config.load_settings(**overrides))
 
 
@@ -32,4 +33,5 @@ def add_parser(commands: Any) -> None:
     )
     cmd.add_argument("--port", type=int, help="listen on this port (default: PORT, 3000)")
     cmd.add_argument("--host", help="listen on this interface (default: SIGNOFF_HOST)")
+    add_app_dir(cmd)
     cmd.set_defaults(call=serve)

@@ -46,7 +46,8 @@ async def on_approve(
         await ack()
         token, user = _token(body), _user(body)
         try:
-            decided = await decide.decide(services.rt, token, "approve", user)
+            decided = await decide.decide(services.rt, token, "approve", user,
+                                          team_id=user_team(body))
         except errors.DatabaseUnavailable:
             await _tell(respond, replies.unavailable())
             return
@@ -71,7 +72,8 @@ async def on_decline(
         # so the store gets a bounded share of that; past it the form opens anyway
         # (the submission checks again, and that check is the one that counts).
         try:
-            refusal = await asyncio.wait_for(decide.refusal(services.rt, token, user),
+            refusal = await asyncio.wait_for(decide.refusal(services.rt, token, user,
+                                                             team_id=user_team(body)),
                                              DECLINE_CHECK_SECONDS)
         except errors.DatabaseUnavailable:
             await _tell(respond, replies.unavailable())
@@ -123,3 +125,10 @@ def _token(body: dict[str, Any]) -> str:
 
 def _user(body: dict[str, Any]) -> str:
     return str(body["user"]["id"])
+
+
+def user_team(body: dict[str, Any]) -> str | None:
+    """The clicker's own workspace: ``user.team_id`` (a Slack Connect guest's is theirs)."""
+    user = body.get("user")
+    team = user.get("team_id") if isinstance(user, dict) else None
+    return team if isinstance(team, str) else None

@@ -12,7 +12,7 @@ Someone else's run id gets the same reply as one that does not exist.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncBoltContext, AsyncRespond
@@ -47,7 +47,7 @@ async def on_command(
     async with Services.of(context).tracked() as services:
         sub, rest = parse(str(command.get("text") or ""))
         user = str(command["user_id"])
-        immediate = _without_database(sub, rest)
+        immediate = _without_database(sub, rest, services.rt.app.examples)
         if immediate is not None:
             await ack(text=immediate, response_type="ephemeral")
             return
@@ -59,12 +59,12 @@ async def on_command(
         await respond(text=text, response_type="ephemeral", replace_original=False)
 
 
-def _without_database(sub: str, rest: str) -> str | None:
+def _without_database(sub: str, rest: str, examples: Sequence[str]) -> str | None:
     """The reply when it needs no database (help, usage errors); None otherwise."""
     if sub == "help":
-        return replies.help_reply()
+        return replies.help_reply(examples)
     if sub not in _HANDLERS:
-        return replies.unknown_subcommand(sub)
+        return replies.unknown_subcommand(sub, examples)
     if sub == "ask" and not rest:
         return replies.missing_question()
     if sub == "ask" and len(rest) > ask.MAX_QUESTION_CHARS:

@@ -39,7 +39,8 @@ async def on_submit(
         token, user = str(view.get("private_metadata") or ""), str(body["user"]["id"])
         try:
             decided = await decide.decide(services.rt, token, "decline", user,
-                                                reason=decline_form.submitted_reason(view))
+                                          reason=decline_form.submitted_reason(view),
+                                          team_id=buttons.user_team(body))
             if isinstance(decided, outcomes.Claimed):
                 buttons.carry_on(services, decided, user)
                 return

@@ -66,6 +66,9 @@ class Controls(Protocol):
 
     async def sent_count(self, account: str | None = None) -> int: ...
 
+    @property
+    def tiers(self) -> Sequence[str]: ...
+
 
 @dataclass
 class World:
@@ -85,6 +88,8 @@ class Sandbox:
     session: aiohttp.ClientSession
     app_ref: str
     world: World | None = None
+    #: The app's example questions (``App.examples``): the page's placeholder and hints.
+    examples: Sequence[str] = ()
     people: Sequence[Person] = PEOPLE
     #: Sent back by the page on every /ui/* request (see ``bot.sandbox.guard``).
     ui_token: str = field(default_factory=lambda: secrets.token_urlsafe(24))
@@ -108,6 +113,7 @@ class Sandbox:
                 one["at"] = self._seen.setdefault(one["ts"], time.time())
         return {
             "app": self.app_ref,
+            "examples": list(self.examples),
             "user": user,
             "people": [{"id": p.id, "name": p.name, "label": p.label} for p in self.people],
             "channels": self._channels(raw["channels"], user),

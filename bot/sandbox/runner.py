@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import secrets
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +36,7 @@ from pydantic import SecretStr
 from bot import config, ids, scheduler, server
 from bot.sandbox import fake_slack, page, routes
 from bot.sandbox import socket_mode as socket_mode_standin
+from resume import App
 
 log = logging.getLogger(__name__)
 
@@ -93,20 +93,12 @@ def sandbox_settings(
     )
 
 
-async def demo_world(app_ref: str) -> page.World | None:
-    """The controls the page offers for the app's world, if the app's module has some.
-
-    A module with ``crm_from_env()`` and ``TIERS`` (``examples.quotes``) gets
-    the CRM panel: discount tier and credit hold per account, and quotes sent.
-    """
-    module = importlib.import_module(app_ref.partition(":")[0])
-    factory: Callable[[], Any] | None = getattr(module, "crm_from_env", None)
-    tiers = getattr(module, "TIERS", None)
-    if factory is None or tiers is None:
+async def world_panel(app: App) -> page.World | None:
+    """The panel the app gives the page for its world (``App.world``), if it gives one."""
+    if app.world is None:
         return None
-    crm = factory()
-    await crm.setup()  # creates and seeds the example's tables (idempotent)
-    return page.World(crm=crm, tiers=list(tiers))
+    controls = await app.world()
+    return page.World(crm=controls, tiers=list(controls.tiers))
 
 
 @asynccontextmanager
@@ -137,8 +129,9 @@ async def started(
         bot_settings = sandbox_settings(settings, app_ref, fake.api_url, socket_mode=socket_mode)
         # The example apps open their own tables on DATABASE_URL (see examples.quotes).
         os.environ["DATABASE_URL"] = bot_settings.database_url
-        world = await demo_world(app_ref)
-        web_app, services = await server.build_server(bot_settings)
+        app = server.load_app(bot_settings.app)
+        world = await world_panel(app)
+        web_app, services = await server.build_server(bot_settings, app=app)
         stack.push_async_callback(services.close)
         stack.push_async_callback(_drain, services)
         bot_port = await stack.enter_async_context(_serving(web_app, 0))
@@ -156,6 +149,7 @@ async def started(
             session=session,
             app_ref=app_ref,
             world=world,
+            examples=list(app.examples),
             transport=fake.socket_mode.deliver_form if socket_mode else None,
         )
         page_port = await stack.enter_async_context(_serving(routes.application(sandbox), port))

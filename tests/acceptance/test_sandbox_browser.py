@@ -3,7 +3,9 @@
 The sandbox runs as its own process (`python -m bot sandbox --port 0`), exactly
 as the README's quickstart starts it, on a fresh SQLite file. Chromium (Debian's,
 at /usr/bin/chromium) drives the page through Playwright. The screenshots the
-README shows are taken here, and their folder is printed.
+README shows are taken here, into a temporary folder (a test run leaves the
+tree as it was); ``make screenshots`` points SIGNOFF_SCREENSHOTS_DIR at
+docs/screenshots to refresh the README's pictures. Their folder is printed.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = Path(os.environ.get("SIGNOFF_SCREENSHOTS_DIR") or REPO / "docs" / "screenshots")
+README_PICTURES = REPO / "docs" / "screenshots"
 ASK = "/signoff ask draft a quote for Henderson, 200 of SKU-4411"
 APPROVE = "button[data-action-id='signoff.approve']"
 DECLINE = "button[data-action-id='signoff.decline']"
@@ -86,9 +88,11 @@ sync_api = pytest.importorskip("playwright.sync_api")
 class Sandbox:
     """A `signoff sandbox` process, and where its page is."""
 
-    def __init__(self, tmp: Path, app: str | None = None) -> None:
+    def __init__(self, tmp: Path, app: str | None = None,
+                 settings: dict[str, str] | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
         env["PYTHONUNBUFFERED"] = "1"
+        env.update(settings or {})
         self.db = tmp / "sandbox.db"
         args = [sys.executable, "-m", "bot", "sandbox", "--port", "0",
                 "--database-url", f"sqlite+aiosqlite:///{self.db}"]
@@ -117,6 +121,13 @@ class Sandbox:
         with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as db:
             return int(db.execute(
                 "SELECT count(*) FROM crm_quotes WHERE status = 'sent'").fetchone()[0])
+
+    def latest_run(self) -> tuple[str, str]:
+        """(id, state) of the run asked last, read from the sandbox's own database."""
+        with sqlite3.connect(f"file:{self.db}?mode=ro", uri=True) as db:
+            found = db.execute("SELECT id, state FROM runs ORDER BY started_at DESC LIMIT 1")
+            run_id, state = found.fetchone()
+            return str(run_id), str(state)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -198,16 +209,28 @@ def _open_ts(page: Any) -> set[str]:
     return set(_open_cards(page).evaluate_all("ns => ns.map(n => n.dataset.ts)"))
 
 
-def _shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name))
+@pytest.fixture(scope="session")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SIGNOFF_SCREENSHOTS_DIR if set (``make screenshots``), else a temporary folder."""
+    chosen = os.environ.get("SIGNOFF_SCREENSHOTS_DIR")
+    return Path(chosen).resolve() if chosen else tmp_path_factory.mktemp("screenshots")
+
+
+def _pictures() -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(README_PICTURES.glob("*.png"))}
+
+
+def _shot(page: Any, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(folder / name))
 
 
 def test_sandbox__quote_approved_stale_double_click_refused(
-    browser: Any, quotes_sandbox: Sandbox
+    browser: Any, quotes_sandbox: Sandbox, screenshots: Path
 ) -> None:
     expect = sync_api.expect
     expect.set_options(timeout=WAIT_MS)
+    pictures = _pictures()
     page = _open(browser, quotes_sandbox.url)
     expect(page.locator("[data-testid=app-ref]")).to_have_text("examples.quotes:app")
     expect(page.locator("[data-testid=acting-user]")).to_have_value("U0RILEY")
@@ -224,7 +247,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expiry = card.locator("time.date")
     expect(expiry).to_contain_text("expires")
     expect(card).not_to_contain_text("<!date")
-    _shot(page, "quickstart-card.png")
+    _shot(page, screenshots, "quickstart-card.png")
 
     card.locator(APPROVE).click()
     expect(card.locator(APPROVE)).to_have_count(0)
@@ -234,7 +257,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(answer).to_contain_text("Evidence")
     expect(answer).to_contain_text("send_quote")
     expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("1")
-    _shot(page, "quickstart-approved.png")
+    _shot(page, screenshots, "quickstart-approved.png")
 
     # 2. Ask again; the tier changes while the card waits; approving shows the difference
     #    as a new card in the thread, and sends nothing.
@@ -255,7 +278,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(page.locator("[data-testid=quotes-sent][data-account='Henderson']")).to_have_text("1")
     diff_ts = diff.get_attribute("data-ts")
     diff.scroll_into_view_if_needed()
-    _shot(page, "quickstart-diff.png")
+    _shot(page, screenshots, "quickstart-diff.png")
 
     # 3. A double-click on a fresh card sends exactly one quote.
     _ask(page)
@@ -279,7 +302,7 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(refusal).to_contain_text("only @Riley can")
     expect(still_open.locator(APPROVE)).to_have_count(1)
     refusal.scroll_into_view_if_needed()
-    _shot(page, "quickstart-refusal.png")
+    _shot(page, screenshots, "quickstart-refusal.png")
     assert _sent(page) == 2
 
     # Riley does not see Sam's refusal; Riley declines with a reason through the modal.
@@ -293,14 +316,23 @@ def test_sandbox__quote_approved_stale_double_click_refused(
     expect(modal).to_be_hidden()
     expect(_card(page, diff_ts)).to_contain_text("Declined by @Riley")
     expect(_card(page, diff_ts)).to_contain_text("Silver pricing needs a new quote")
+    # The agent is told the reason, and its thread says so; nothing more is sent.
+    expect(_thread(page, waiting_ts)).to_contain_text("declined")
+    expect(_thread(page, waiting_ts).locator("[data-testid=message]").last).to_contain_text(
+        "Silver pricing needs a new quote")
     assert _sent(page) == 2
 
     assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
-    print(f"\nscreenshots: {SCREENSHOTS}")
+    print(f"\nscreenshots: {screenshots}")
+    assert (screenshots / "quickstart-card.png").exists()
+    if screenshots != README_PICTURES.resolve():
+        assert _pictures() == pictures, "a test run rewrote the README's pictures"
     page.close()
 
 
-def test_sandbox__credit_hold_blocks_the_send(browser: Any, quotes_sandbox: Sandbox) -> None:
+def test_sandbox__credit_hold_blocks_the_send(
+    browser: Any, quotes_sandbox: Sandbox, screenshots: Path
+) -> None:
     """Put the account on credit hold while its card waits: Approve is refused by the guard."""
     expect = sync_api.expect
     expect.set_options(timeout=WAIT_MS)
@@ -336,7 +368,7 @@ def test_sandbox__credit_hold_blocks_the_send(browser: Any, quotes_sandbox: Sand
     expect(answer).to_contain_text("I did not finish: Henderson is on credit hold")
     expect(answer).to_contain_text("draft_quote")
     card.scroll_into_view_if_needed()
-    _shot(page, "quickstart-credit-hold.png")
+    _shot(page, screenshots, "quickstart-credit-hold.png")
 
     assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
     page.close()
@@ -350,7 +382,17 @@ def test_sandbox__purchase_app_selectable(browser: Any, tmp_path: Path) -> None:
         page = _open(browser, sandbox.url)
         expect(page.locator("[data-testid=app-ref]")).to_have_text("examples.purchase:app")
         expect(page.locator("[data-testid=world-panel]")).to_be_hidden()
-        _ask(page, "/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        # The page offers the purchase app's own questions, and nothing of the quotes app's.
+        box = page.locator("[data-testid=command-input]")
+        expect(box).to_have_attribute("placeholder", "/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        examples = page.locator("[data-testid=example]")
+        expect(examples).to_have_text(["/signoff ask buy 2 of KB-100 and 1 of MN-300",
+                                       "/signoff ask is MN-300 in stock?"])
+        assert "Henderson" not in page.locator("[data-testid=hint]").inner_text()
+        assert "Henderson" not in (box.get_attribute("placeholder") or "")
+        examples.first.click()  # an example fills the box; Enter sends it
+        expect(box).to_have_value("/signoff ask buy 2 of KB-100 and 1 of MN-300")
+        page.press("[data-testid=command-input]", "Enter")
         card = _new_card(page, set())
         expect(card).to_contain_text("approve_cart_mandate needs approval")
         expect(card).to_contain_text("Total: $457.00")
@@ -423,3 +465,56 @@ def test_sandbox__mrkdwn_and_rich_text_render_markup_and_keep_text_inert(
     assert lines[10:] == ["after the rich text"], lines
     assert "unsupported" not in html and "[rich_text block]" not in text
     page.close()
+
+
+#: Short enough that a card expires while the test waits, long enough to click one first.
+SHORT_TTL_MINUTES = 0.25
+
+
+def test_sandbox__cancel_expiry_and_continue(browser: Any, tmp_path: Path) -> None:
+    """Cancel a waiting run; let another card expire, continue that run, and approve."""
+    sandbox = Sandbox(tmp_path, settings={
+        "SIGNOFF_SUSPENSION_TTL_MINUTES": str(SHORT_TTL_MINUTES),
+        "SIGNOFF_EXPIRY_INTERVAL_SECONDS": "1"})
+    try:
+        expect = sync_api.expect
+        expect.set_options(timeout=WAIT_MS)
+        page = _open(browser, sandbox.url)
+
+        # Cancel: the card loses its buttons and says who cancelled; nothing is sent.
+        _ask(page)
+        cancelled = _new_card(page, set())
+        run_id, state = sandbox.latest_run()
+        assert state == "suspended"
+        _ask(page, f"/signoff cancel {run_id}")
+        expect(cancelled.locator(APPROVE)).to_have_count(0)
+        expect(cancelled).to_contain_text("Cancelled by @Riley")
+        told = page.locator("[data-testid=ephemeral]").filter(has_text=run_id)
+        expect(told).not_to_have_count(0)
+        assert sandbox.latest_run() == (run_id, "failed")  # failed, for the reason "cancelled"
+
+        # Expiry: nobody decides in time; the card says so and its thread tells the requester.
+        _ask(page)
+        expiring = _new_card(page, _open_ts(page))
+        expiring_ts = expiring.get_attribute("data-ts")
+        run_id, _ = sandbox.latest_run()
+        expect(expiring.locator(APPROVE)).to_have_count(
+            0, timeout=SHORT_TTL_MINUTES * 60_000 + WAIT_MS)
+        expect(expiring).to_contain_text("Expired")
+        expect(_thread(page, expiring_ts)).to_contain_text("expired")
+        assert sandbox.latest_run() == (run_id, "halted")
+        assert _sent(page) == 0
+
+        # Continue: the same run asks again with a fresh card, and an approval sends once.
+        before = _open_ts(page)
+        _ask(page, f"/signoff continue {run_id}")
+        fresh = _new_card(page, before)
+        fresh.locator(APPROVE).click()
+        expect(fresh).to_contain_text("Approved by @Riley")
+        expect(page.locator("[data-testid=quotes-sent-total]")).to_have_text("1")
+        assert sandbox.latest_run() == (run_id, "answered")
+        assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
+        page.close()
+    finally:
+        sandbox.stop()
+    assert sandbox.proc.returncode == 0, "".join(sandbox.output)

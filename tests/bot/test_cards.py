@@ -594,3 +594,11 @@ def test_run_notice__any_payload_yields_a_valid_message(
 
     assert_valid(msg)
     assert all(seq == "<@U123>" for seq in control_sequences(msg))
+
+
+def test_help_text__shows_an_apps_examples_as_inert_text() -> None:
+    text = cards.help_text(["refund order 7", "<!channel> *now* `x`\nsecond line"])
+    assert "• `/signoff ask refund order 7`" in text
+    assert "<!channel>" not in text and "&lt;!channel&gt;" in text
+    assert "second line" in text and "\nsecond line" not in text
+    assert "for example" not in cards.help_text()

@@ -236,7 +236,8 @@ def test_bad_configuration__exits_2_naming_the_variable(tmp_path: Path) -> None:
         (("runs",), ["list", "show"]),
         (("runs", "list"), ["--state", "--user", "--limit", "--json", "suspended"]),
         (("runs", "show"), ["ID", "--json"]),
-        (("sandbox",), ["--port", "--app", "--database-url", "--socket-mode"]),
+        (("sandbox",), ["--port", "--app", "--app-dir", "--database-url", "--socket-mode"]),
+        (("serve",), ["--port", "--host", "--app-dir"]),
     ],
 )
 def test_help__lists_each_commands_subcommands_and_options(

@@ -11,6 +11,7 @@ import pytest
 
 from bot import ids
 from bot.listeners import commands
+from examples import quotes
 from resume import expire
 from store import runs
 from store.records import Run
@@ -150,3 +151,9 @@ async def test_continue__someone_elses_run_reads_like_an_unknown_one(world: BotW
     theirs = await world.command(OTHER, f"continue {run.id}")
     unknown = await world.command(OTHER, "continue run_0000000000000000")
     assert theirs.text.replace(run.id, "ID") == unknown.text.replace("run_0000000000000000", "ID")
+
+
+async def test_help__offers_the_apps_example_questions(world: BotWorld) -> None:
+    reply = await world.command(REP, "help")
+    for example in quotes.EXAMPLES:
+        assert f"`/signoff ask {example}`" in reply.text, reply.text

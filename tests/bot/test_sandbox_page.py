@@ -21,7 +21,7 @@ from aiohttp import test_utils, web
 
 from bot import config, ids
 from bot.sandbox import fake_slack, guard, page, routes, runner
-from examples import quotes
+from examples import purchase, quotes
 from examples.crm import CRM, TIERS
 from store.engine import Database
 from tests.bot.harness import ASK
@@ -150,6 +150,31 @@ def _account(world: dict[str, Any], name: str) -> dict[str, Any]:
     """One account as the page's CRM panel shows it."""
     [found] = [a for a in world["accounts"] if a["name"] == name]
     return dict(found)
+
+
+@pytest.mark.parametrize(("ref", "panel"), [(QUOTES, True), ("examples.purchase:app", False)])
+async def test_sandbox__the_page_offers_the_apps_examples_and_its_world_panel_or_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ref: str, panel: bool,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(quotes, "_crm", None)
+    monkeypatch.setattr(purchase, "_shop", None)
+    try:
+        async with runner.started(config.load_settings(), ref, 0) as found, \
+                aiohttp.ClientSession() as http:
+            ui = await PageClient.open(found.url, http)
+            state = await ui.state(page.REP.id)
+    finally:
+        for opened in (quotes._crm, purchase._shop):
+            if opened is not None:
+                await opened.db.dispose()
+    expected = quotes.EXAMPLES if ref == QUOTES else purchase.EXAMPLES
+    assert state["examples"] == expected and expected
+    assert (state["world"] is not None) is panel
+    if panel:
+        assert _account(state["world"], "Henderson")["discount_tier"] == "gold"
+    else:
+        assert not any("Henderson" in e for e in state["examples"])
 
 
 async def test_sandbox__ask_refuse_approve_and_crm_through_the_page(

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from bot import ids
+from bot.sandbox import fake_slack
 from examples import quotes
 from examples.crm import CRM
 from resume.apps import App
@@ -100,3 +101,47 @@ async def test_serve__warns_at_start_when_other_approvers_would_get_no_card(
             pass
     assert not [r for r in caplog.records
                 if getattr(r, "action", None) == "approvals_channel_missing"]
+
+
+def members_but_not_the_requester(crm: CRM, model: Model | None) -> App:
+    """The quotes app, with sending approved by any member of the bot's own workspace
+    other than the requester."""
+    app = quotes.build(crm, model)
+    policy = Approvers(predicate=lambda d: d.team_id == fake_slack.TEAM_ID,
+                       description="a member of this workspace", allow_requester=False)
+    tools: list[Tool[Any]] = [dataclasses.replace(t, approvers=policy)
+                              if t.name == "send_quote" else t for t in app.tools]
+    return dataclasses.replace(app, tools=tools)
+
+
+async def test_approve__the_policy_sees_the_clickers_team_and_refuses_the_requester(
+    database_url: str,
+) -> None:
+    async with bot_world(database_url, build_app=members_but_not_the_requester) as world:
+        await world.command(REP, f"ask {ASK}")
+        [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
+        run = await runs.get(world.db, run.id)
+        await world.deliver()
+        token = run.pending_token or ""
+
+        own = await world.click(REP, ids.APPROVE_ACTION, token)
+        assert own.status == 200 and "a member of this workspace" in own.text, own.text
+        assert await world.crm.sent_count() == 0 and has_buttons(world.card(token))
+
+        await world.click(ALICE, ids.APPROVE_ACTION, token)
+        await world.deliver()
+        assert await world.crm.sent_count() == 1
+        assert (await world.approval(token)).decided_by == ALICE
+
+
+@pytest.mark.parametrize(("build", "warned"), [(quotes.build, ["send_quote"]),
+                                               (members_but_not_the_requester, [])])
+async def test_serve__warns_at_start_about_each_tool_a_requester_may_approve(
+    database_url: str, caplog: pytest.LogCaptureFixture, build: Any, warned: list[str],
+) -> None:
+    with caplog.at_level("WARNING", logger="bot.server"):
+        async with bot_world(database_url, build_app=build):
+            pass
+    said = [r for r in caplog.records if getattr(r, "action", None) == "self_approval_allowed"]
+    assert [getattr(r, "tool", None) for r in said] == warned
+    assert all("allow_requester=False" in r.getMessage() for r in said)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from resume import decide, expire, outcomes
 from resume.messages import Message
 from resume.runtime import Runtime
-from store import events, ledger, messages, outbox, runs
+from store import approvals, events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests import journeys
@@ -104,6 +104,41 @@ async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) 
     [notice] = [r.payload for r in await outbox.for_run(db, run.id)
                 if r.payload.get("event") == "failed"]
     assert notice["missing"] == ["send_quote"] and "credit hold" in notice["detail"]
+
+
+async def test_quote__guard_refusing_before_the_card_never_asks_a_person(db: Database) -> None:
+    """An account already on credit hold: no card is posted, and the model gets the guard's
+    answer as the send's result."""
+    world = await quotes_world(db)
+    await world.crm.set_credit_hold("Henderson", True)
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    assert run.state is RunState.failed and run.pending_token is None
+    kinds = [r.kind for r in await outbox.for_run(db, run.id)]
+    assert "approval_card" not in kinds
+    assert await approvals.for_run(db, run.id) == []
+    assert await world.crm.sent_count() == 0
+    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    [sent] = [m for m in convo if m.role == "tool" and m.name == "send_quote"]
+    assert "credit_hold" in (sent.content or "") and "Henderson is on credit hold" in (
+        sent.content or "")
+    assert [e.kind for e in await events.for_run(db, run.id)].count("guard_failed") == 1
+
+
+async def test_quote__changed_details_the_guard_refuses_are_not_asked_about_again(
+    db: Database,
+) -> None:
+    """While the card waits the tier changes (a new card would ask again) and a credit hold
+    lands: the guard's refusal wins, and no second card is posted."""
+    world = await quotes_world(db)
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    await world.crm.set_tier("Henderson", "silver")
+    await world.crm.set_credit_hold("Henderson", True)
+    result = await journeys.resume_after_confirmation(
+        world.rt, run.pending_token or "", "approve", "U_REP")
+    assert isinstance(result, outcomes.Blocked) and result.code == "credit_hold"
+    assert [r.kind for r in await outbox.for_run(db, run.id)].count("approval_card") == 1
+    assert len(await approvals.for_run(db, run.id)) == 1
+    assert await world.crm.sent_count() == 0
 
 
 async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> None:

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 #: What the README and the examples promise an app author can import from ``resume``.
 PROMISED = {
     "App", "Tool", "Preview", "Guard", "Reconciliation", "ToolContext", "Scope", "Limits",
-    "Approvers", "Router", "Branch", "RouteDecision", "ScriptedModel",
+    "Approvers", "Decider", "Router", "Branch", "RouteDecision", "ScriptedModel",
     "OpenAICompatibleModel", "Message", "ToolCall", "ToolSpec", "Model", "call",
     "did_not_finish", "result_of", "Database", "connect",
 }

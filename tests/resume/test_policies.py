@@ -11,6 +11,7 @@ digest is sha256 over the preview's canonical JSON.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
@@ -29,7 +30,7 @@ from resume.outcomes import Decision
 from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
-from resume.tools import Approvers, Preview, Tool, ToolContext
+from resume.tools import Approvers, Decider, Preview, Tool, ToolContext
 from store import approvals, events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Approval, Run
@@ -44,9 +45,9 @@ class AmountArgs(BaseModel):
     amount: int
 
 
-def four_eyes(actor: str, requester: str) -> bool:
+def four_eyes(decider: Decider) -> bool:
     """Someone in finance, and never the requester themselves."""
-    return actor != requester and actor.startswith("UFIN")
+    return decider.user_id != decider.requester and decider.user_id.startswith("UFIN")
 
 
 def _app(turns: Sequence[Turn], executed: list[tuple[str, int]]) -> App:
@@ -288,3 +289,77 @@ async def test_decision__records_the_clicker_and_the_digest_they_were_shown(
                              "digest": digest, "reason": reason}
     decided = await _approval(db, run)
     assert (decided.decision, decided.decided_by, decided.reason) == (decision, "UMGR1", reason)
+
+
+async def _one_tool(db: Database, approvers: Approvers, requester: str = REQUESTER
+                    ) -> tuple[Runtime, Run, list[tuple[str, int]]]:
+    """A run waiting on one ``refund`` approved under ``approvers``."""
+    executed: list[tuple[str, int]] = []
+    app = _app([_calls(("refund", 30)), "refunded 30"], executed)
+    tools = [dataclasses.replace(t, approvers=approvers) if t.name == "refund" else t
+             for t in app.tools]
+    rt = Runtime(db=db, app=dataclasses.replace(app, tools=tools))
+    run = await journeys.start(rt, requester, "refund 30")
+    assert run.state is RunState.suspended, run.halt_reason
+    return rt, run, executed
+
+
+async def test_approvers__a_listed_requester_decides_only_when_the_tool_allows_it(
+    db: Database,
+) -> None:
+    listed = (REQUESTER, "UMGR1")
+    rt, run, executed = await _one_tool(db, Approvers(users=listed))
+    assert isinstance(await decide.decide(rt, run.pending_token or "", "approve", REQUESTER),
+                      outcomes.Claimed)
+
+    rt, run, executed = await _one_tool(db, Approvers(users=listed, allow_requester=False))
+    token = run.pending_token or ""
+    [card] = [r.payload for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
+    assert card["approvers"] == ["UMGR1"]  # the card does not offer the requester
+    for decision in ("approve", "decline"):
+        refused = await decide.decide(rt, token, decision, REQUESTER)
+        assert isinstance(refused, outcomes.NotAnApprover)
+    await _assert_untouched(db, run, executed)
+    result = await journeys.resume_after_confirmation(rt, token, "approve", "UMGR1")
+    assert isinstance(result, outcomes.Executed) and executed == [("refund", 30)]
+
+
+async def test_approvers__a_predicate_sees_the_clickers_team(db: Database) -> None:
+    seen: list[Decider] = []
+
+    def members_only(decider: Decider) -> bool:
+        seen.append(decider)
+        return decider.team_id == "T0HOME"
+
+    rt, run, executed = await _one_tool(
+        db, Approvers(predicate=members_only, description="a member of this workspace",
+                      allow_requester=False))
+    token = run.pending_token or ""
+    guest = await decide.decide(rt, token, "approve", "UGUEST", team_id="T0PARTNER")
+    assert isinstance(guest, outcomes.NotAnApprover)
+    assert await decide.refusal(rt, token, "UGUEST", team_id="T0PARTNER") == guest
+    assert isinstance(await decide.decide(rt, token, "approve", REQUESTER, team_id="T0HOME"),
+                      outcomes.NotAnApprover)  # a member, but the requester
+    await _assert_untouched(db, run, executed)
+
+    result = await journeys.resume_after_confirmation(rt, token, "approve", "UMEMBER")
+    assert isinstance(result, outcomes.NotAnApprover)  # no team known: not a member
+    claimed = await decide.decide(rt, token, "approve", "UMEMBER", team_id="T0HOME")
+    assert isinstance(claimed, outcomes.Claimed)
+    assert isinstance(await proceed.proceed(claimed), outcomes.Executed)
+    assert executed == [("refund", 30)]
+    assert Decider("UMEMBER", REQUESTER, "T0HOME") in seen
+    assert Decider("UGUEST", REQUESTER, "T0PARTNER") in seen
+
+
+def test_approvers__refusing_the_requester_with_nobody_else_is_an_error() -> None:
+    with pytest.raises(ValueError, match="nobody may approve"):
+        Approvers(allow_requester=False)
+
+
+@pytest.mark.parametrize("examples", [[""], ["   "], ["fine", "\n"]])
+def test_app__a_blank_example_question_is_refused(examples: list[str]) -> None:
+    tools = _app([], []).tools
+    with pytest.raises(ValueError, match="non-blank question"):
+        App(name="x", tools=tools, scope=_app([], []).scope, model=ScriptedModel.turns([]),
+            examples=examples)

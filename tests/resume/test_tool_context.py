@@ -41,12 +41,15 @@ async def test_tool_context__carries_the_run_at_call_time(db: Database) -> None:
                                                           "approve", "U_REP")
     assert isinstance(result, outcomes.Executed)
 
-    assert [name for name, _ in seen] == ["lookup_account", "draft_quote", "guard", "send_quote"]
+    # The guard checks the call before the card is posted, and again after the approval.
+    assert [name for name, _ in seen] == ["lookup_account", "draft_quote", "guard", "guard",
+                                          "send_quote"]
+    assert [ctx.confirmed for name, ctx in seen if name == "guard"] == [False, True]
     for name, ctx in seen:
         assert ctx.run.id == ctx.run_id == run.id, name
         assert ctx.run.user_id == ctx.user_id == "U_REP" and ctx.run.question == ASK
         assert ctx.run.state is RunState.running
-    lookup, draft, _guard, send = (ctx.run for _, ctx in seen)
+    lookup, draft, _asked, _approved, send = (ctx.run for _, ctx in seen)
     # A snapshot at call time: the step the model just took, the calls made before this one.
     assert (lookup.step, lookup.tool_calls) == (1, 0)
     assert (draft.step, draft.tool_calls) == (2, 1)

@@ -350,6 +350,21 @@ function renderChannels(state) {
     ? "your direct messages with the bot" : "approval cards are posted here";
 }
 
+// The app's own example questions (App.examples): the placeholder, and hints that fill the box.
+function renderExamples(examples) {
+  const input = document.getElementById("command");
+  input.placeholder = examples.length ? `/signoff ask ${examples[0]}` : "/signoff ask \u2026";
+  const list = document.getElementById("examples");
+  list.replaceChildren();
+  examples.forEach((question) => {
+    const code = el("code", "example", esc(`/signoff ask ${question}`));
+    code.dataset.testid = "example";
+    code.title = "put this in the box";
+    code.addEventListener("click", () => { input.value = code.textContent; input.focus(); });
+    list.append(code, ", ");
+  });
+}
+
 function renderWorld(world) {
   const panel = document.getElementById("world-panel");
   panel.hidden = !world;
@@ -451,6 +466,7 @@ function render() {
   }
   if (changed("messages", [state.messages, state.ephemerals, ui.channel, ui.user])) renderMessages(state);
   if (changed("world", state.world)) renderWorld(state.world);
+  if (changed("examples", state.examples)) renderExamples(state.examples);
   renderModal(state.modal);
 }
 
