@@ -1,0 +1,39 @@
+"""Fixtures for the client's tests: a real `signoff serve` on SQLite (and on PostgreSQL where
+a test asks for both), a key for it, and the test's payments system."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.client import harness
+from tests.client.refunds import Payments
+from tests.conftest import PostgresServer
+
+
+@pytest.fixture
+def payments(tmp_path: Path) -> Payments:
+    payments = Payments(tmp_path / "payments.json")
+    payments.add_order("A-1", 40.0)
+    return payments
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[harness.Served]:
+    async with harness.served(harness.sqlite_db(tmp_path), tmp_path) as served:
+        yield served
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def any_server(request: pytest.FixtureRequest,
+                     tmp_path: Path) -> AsyncIterator[harness.Served]:
+    if request.param == "sqlite":
+        url = harness.sqlite_db(tmp_path)
+    else:
+        postgres: PostgresServer = request.getfixturevalue("postgres_server")
+        url = postgres.create_database()
+        harness.signoff_cli(url, "db", "upgrade")
+    async with harness.served(url, tmp_path) as served:
+        yield served
