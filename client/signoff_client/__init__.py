@@ -4,6 +4,7 @@ from signoff_client.client import Signoff
 from signoff_client.context import CallContext, current_call
 from signoff_client.errors import (
     ApiError,
+    AwaitingDecision,
     Blocked,
     CallFailed,
     Cancelled,
@@ -24,6 +25,7 @@ from signoff_client.tools import Guard, Reconciliation, Tool
 
 __all__ = [
     "ApiError",
+    "AwaitingDecision",
     "Blocked",
     "Call",
     "CallContext",

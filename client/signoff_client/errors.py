@@ -85,6 +85,15 @@ class NoLongerPermitted(NotApproved):
                                   "the run halted, ask again")
 
 
+class AwaitingDecision(SignoffError):
+    """The call waits for a person's decision (again, when the approved details changed)."""
+
+    def __init__(self, call_id: str, changed: bool) -> None:
+        super().__init__(f"call {call_id} waits for a {'fresh ' if changed else ''}decision")
+        self.call_id = call_id
+        self.changed = changed
+
+
 class CallFailed(SignoffError):
     """The call ran and failed, or was settled as not done; the ledger says so."""
 

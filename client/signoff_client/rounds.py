@@ -55,9 +55,17 @@ class Round:
         #: Set once the server reported the approved details changed (a diff card went out).
         self.changed = False
 
-    async def perform(self) -> Any:
-        call = await self._request()
+    async def perform(self, *, rejoin: bool = False) -> Any:
+        """The round to its end; its result, or the exception that says why nothing ran.
+
+        ``rejoin``: the call was asked for earlier (by a framework that pauses on its own);
+        look it up instead of asking, and raise AwaitingDecision rather than wait when it is
+        pending (a changed preview puts it back there), so the framework pauses again.
+        """
+        call = await (self._get() if rejoin else self._request())
         while True:
+            if rejoin and call.status is CallStatus.pending:
+                raise errors.AwaitingDecision(self.ask.call_id, changed=self.changed)
             step = await self._next(call)
             if isinstance(step, _Done):
                 return step.value
@@ -92,6 +100,14 @@ class Round:
             return errors.Blocked(call_id, call.code or "blocked",
                                   call.message or (decision.reason if decision else "") or "")
         return errors.CallFailed(call_id, call.result)
+
+    async def request(self) -> Call:
+        """Ask for approval (or get the call back: the same ``call_id`` is the same call)."""
+        return await self._request()
+
+    async def status(self, wait: int = 0) -> Call:
+        """The call as it stands, after waiting up to ``wait`` seconds for it to change."""
+        return await self._get(wait=wait)
 
     async def _request(self) -> Call:
         ask = self.ask
@@ -208,3 +224,13 @@ async def settle_unknown(api: Api, run_id: str, call: Call, tool: Tool,
                                               "result": {"reconciled": "not_done"}})
         raise errors.CallFailed(call.call_id, {"reconciled": "not_done"})
     raise errors.OutcomeUnknown(call.call_id, call.idempotency_key)
+
+
+async def decision(api: Api, run_id: str, call_id: str, *, wait: bool = True) -> Call:
+    """The call once someone decided (or, with ``wait=False``, as it stands now)."""
+    path = f"/runs/{run_id}/calls/{call_id}"
+    while True:
+        _, answer = await api.request("GET", path, params={"wait": MAX_WAIT if wait else 0})
+        call = Call.model_validate(answer)
+        if call.status is not CallStatus.pending or not wait:
+            return call

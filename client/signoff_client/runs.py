@@ -41,6 +41,10 @@ class Run:
     def id(self) -> str:
         return self.info.id
 
+    @property
+    def api(self) -> Api:
+        return self._api
+
     async def call(self, tool: str | ExecuteFn, args: JsonObject | None = None, *,
                    call_id: str | None = None, execute: ExecuteFn | None = None,
                    preview: PreviewFn | None = None, guard: GuardFn | None = None,
