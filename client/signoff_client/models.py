@@ -92,7 +92,7 @@ class RunInfo(BaseModel):
 
     id: str
     state: str
-    halt_reason: str | None = None
+    reason: str | None = None  #: why it halted or failed
     answer: str | None = None
 
 

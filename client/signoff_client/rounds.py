@@ -81,7 +81,7 @@ class Round:
         if status is CallStatus.approved:
             return await self._claim()
         if status is CallStatus.succeeded:
-            return _Done(call.result)
+            return _Done(await recorded_result(self.api, self.ask.run_id, call))
         if status is CallStatus.unknown:
             return _Done(await settle_unknown(self.api, self.ask.run_id, call, self.ask.tool,
                                               self.ask.args))
@@ -211,7 +211,7 @@ async def settle_unknown(api: Api, run_id: str, call: Call, tool: Tool,
     not done (the call is settled failed, never run again), OutcomeUnknown when nobody
     can tell (the call stays unknown for a person to look at).
     """
-    key = call.idempotency_key or ""
+    key = call.idempotency_key or ledger_key(run_id, call.call_id)
     found = await tool.find_out(key, args)
     path = f"/runs/{run_id}/calls/{call.call_id}/result"
     if found.outcome == "done":
@@ -223,7 +223,23 @@ async def settle_unknown(api: Api, run_id: str, call: Call, tool: Tool,
         await api.request("POST", path, json={"status": "failed",
                                               "result": {"reconciled": "not_done"}})
         raise errors.CallFailed(call.call_id, {"reconciled": "not_done"})
-    raise errors.OutcomeUnknown(call.call_id, call.idempotency_key)
+    raise errors.OutcomeUnknown(call.call_id, key)
+
+
+def ledger_key(run_id: str, call_id: str) -> str:
+    """The idempotency key signoff's ledger gives a call (when the server did not say it)."""
+    return f"{run_id}:{call_id}"
+
+
+async def recorded_result(api: Api, run_id: str, call: Call) -> Any:
+    """What a succeeded call returned: from the call, or else from the run's evidence."""
+    if "result" in call.model_fields_set:
+        return call.result
+    _, run = await api.request("GET", f"/runs/{run_id}")
+    for item in (run or {}).get("evidence", []):
+        if isinstance(item, dict) and item.get("call_id") == call.call_id:
+            return item.get("result")
+    return None
 
 
 async def decision(api: Api, run_id: str, call_id: str, *, wait: bool = True) -> Call:
