@@ -55,16 +55,17 @@ class Round:
         #: Set once the server reported the approved details changed (a diff card went out).
         self.changed = False
 
-    async def perform(self, *, rejoin: bool = False) -> Any:
+    async def perform(self, *, rejoin: bool = False, pause: bool = False) -> Any:
         """The round to its end; its result, or the exception that says why nothing ran.
 
-        ``rejoin``: the call was asked for earlier (by a framework that pauses on its own);
-        look it up instead of asking, and raise AwaitingDecision rather than wait when it is
-        pending (a changed preview puts it back there), so the framework pauses again.
+        ``rejoin``: the call was asked for earlier (by a framework that pauses on its own),
+        so look it up instead of asking. ``pause``: raise AwaitingDecision instead of
+        waiting while it is pending (a changed preview puts it back there), so the
+        framework can pause again.
         """
         call = await (self._get() if rejoin else self._request())
         while True:
-            if rejoin and call.status is CallStatus.pending:
+            if pause and call.status is CallStatus.pending:
                 raise errors.AwaitingDecision(self.ask.call_id, changed=self.changed)
             step = await self._next(call)
             if isinstance(step, _Done):
@@ -121,7 +122,17 @@ class Round:
             body["ttl_minutes"] = ask.ttl_minutes
         if ask.spend_usd is not None:
             body["spend_usd"] = ask.spend_usd
-        _, answer = await self.api.request("POST", f"/runs/{ask.run_id}/calls", json=body)
+        try:
+            _, answer = await self.api.request("POST", f"/runs/{ask.run_id}/calls", json=body)
+        except errors.ApiError as exc:
+            if exc.code != "idempotency_conflict":
+                raise
+            # Asked before with a preview rendered then: this is that call. The execution
+            # claim compares the preview rendered now with the one the approver saw.
+            call = await self._get()
+            if call.tool not in (None, ask.tool.name):
+                raise
+            return call
         return Call.model_validate(answer)
 
     async def _get(self, wait: int = 0) -> Call:

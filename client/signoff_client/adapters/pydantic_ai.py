@@ -69,7 +69,7 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
         ask = Ask(run_id=self.run.id, call_id=ctx.tool_call_id,
                   tool=gate.with_overrides(execute=body), args=tool_args)
         try:
-            return await Round(self.run.api, ask).perform(rejoin=True)
+            return await Round(self.run.api, ask).perform(rejoin=True, pause=True)
         except errors.AwaitingDecision:
             raise ApprovalRequired from None  # changed: pause again on the diff card
         except errors.NotApproved as refusal:
