@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from bot import config, runs_report
+from bot.api import keys_cli
 from store import engine, errors, migrate, runs
 from store.engine import Database
 from store.states import RunState
@@ -280,6 +281,7 @@ commands:
   signoff db current                       the database's revision, and whether it is head
   signoff runs list [--state S] [--json]   runs, newest first
   signoff runs show ID [--json]            one run with messages, events, ledger, outbox
+  signoff api-keys create|list|revoke      keys of the HTTP API under /api/v1/
 
 exit codes:
   0  done
@@ -304,6 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     _process_parsers(commands)
     _db_parser(commands)
     _runs_parser(commands)
+    keys_cli.add_parser(commands)
     return parser
 
 

@@ -22,6 +22,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from bot import app as bolt_app
 from bot import config, ids, intake, scheduler
+from bot.api import add_api_routes
 from bot.services import Services
 from resume import app as resume_app
 from resume.app import App
@@ -90,6 +91,7 @@ async def build_server(
     web_app[_SERVICES] = services
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)
+    add_api_routes(web_app, services)
     return web_app, services
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from resume import expiry, loop, notify
+from resume import call_decided, expiry, external, loop, notify
 from resume.outcomes import (
     AlreadyResumed,
     CallOutcome,
@@ -50,6 +50,8 @@ async def _may_decide(
     tool = rt.app.tool(approval.tool)
     # A tool gone since the card was posted has no policy to widen who may decide.
     policy = tool.approvers if tool is not None else REQUESTER
+    if external.is_external(run):
+        policy = call_decided.approvers(approval)
     if not policy.allows(actor, run.user_id):
         return NotAnApprover(actor, run.user_id, policy.listed(run.user_id), policy.policy())
     return approval, run
@@ -91,11 +93,11 @@ async def decide(
     approval, run = may
     now = rt.now()
     status: Literal["approved", "declined"] = "approved" if decision == "approve" else "declined"
-    fx = Effects(
+    fx = call_decided.merged(Effects(
         events=[("decision", {"decision": decision, "by": actor, "call_id": approval.call_id,
                               "digest": approval.digest, "reason": reason})],
         outbox=[notify.card_update(run, token, status, at=now, actor=actor, reason=reason)],
-    )
+    ), call_decided.decision_effects(run, approval, decision, actor, reason, now))
     result = await claims.claim(rt.db, token, decision=decision, actor=actor, reason=reason,
                                 owner_id=rt.owner_id, now=now, fx=fx)
     if isinstance(result, claims.Claimed):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from resume import notify
+from resume import call_decided, notify
 from resume.runtime import Runtime
 from store import sweeps
 from store.effects import Effects
@@ -48,8 +48,8 @@ def _effects(rt: Runtime, before: Run, now: datetime) -> Effects:
         outbox.append(notify.card_update(before, before.pending_token, "expired", at=now))
     outbox.append(notify.notice(before, "expired", channel=rt.approvals_channel,
                                 reason=EXPIRED_REASON, detail=detail))
-    return Effects(
+    return call_decided.merged(Effects(
         events=[("expired", {"token": before.pending_token, "tool": tool,
                              "expires_at": expires})],
         outbox=outbox,
-    )
+    ), call_decided.expiry_effects(before, now))

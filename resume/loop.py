@@ -20,7 +20,7 @@ from resume.outcomes import CallOutcome
 from resume.routes import Routed
 from resume.runtime import Runtime
 from resume.worker import Worker, keep_alive
-from store import codec, errors, ledger, messages, runs
+from store import api_runs, codec, errors, ledger, messages, runs
 from store.effects import Effects
 from store.records import Run
 from store.states import LedgerStatus, RunState
@@ -38,6 +38,8 @@ async def drive(rt: Runtime, run: Run) -> Driven:
     """Work on ``run`` (held by this process at ``run.lease_epoch``) until it stops."""
     if run.state is not RunState.running or run.owner_id != rt.owner_id:
         return Driven(run, {})
+    if run.app_fingerprint == api_runs.EXTERNAL_FINGERPRINT:
+        return Driven(run, {})  # its agent lives elsewhere and goes on through the API
     stored = await messages.load(rt.db, run.id)
     worker = Worker(rt, run, [Message.model_validate(m) for m in stored],
                     scope=await rt.app.scope(run.user_id))

@@ -19,6 +19,8 @@ class OutboxKind(StrEnum):
     card_update = "card_update"
     #: Post a message in the run's thread (or DM the requester) about its outcome.
     run_notice = "run_notice"
+    #: POST a signed event to an API key's webhook URL (not Slack: its own sender).
+    webhook = "webhook"
 
 
 class _Frozen(BaseModel):
@@ -90,7 +92,10 @@ class CardUpdate(_Frozen):
     reason: str | None = None
 
 
-NoticeEvent = Literal["answered", "failed", "halted", "expired", "continued", "cancelled"]
+NoticeEvent = Literal[
+    "answered", "failed", "halted", "expired", "continued", "cancelled", "call_ran",
+    "call_unknown",
+]
 
 
 class EvidenceItem(_Frozen):
@@ -112,3 +117,19 @@ class RunNotice(_Frozen):
     missing: list[str] = Field(default_factory=list)  #: contract tools that never ran
     grant: dict[str, Any] | None = None
     channel: str | None = None  #: the approvals channel if the run has no thread yet
+
+
+WebhookType = Literal["call.decided", "call.expired", "call.unknown", "run.finished"]
+
+
+class WebhookEvent(_Frozen):
+    """One event for the webhook of the key that created ``run_id``.
+
+    ``id`` is the Standard Webhooks message id (the same on every retry).
+    """
+
+    id: str
+    run_id: str
+    type: WebhookType
+    timestamp: float  #: epoch seconds, when it happened
+    data: dict[str, Any]

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from resume import calls, loop, worker
+from resume import call_reap, calls, loop, worker
 from resume.runtime import Runtime
 from store import errors, sweeps
 from store.effects import Effects
@@ -45,10 +45,13 @@ class RecoveryReport:
     #: Ids of runs taken over whose drive stopped on an unreachable database;
     #: they stay ``running`` and the next pass takes them over again.
     interrupted: list[str] = field(default_factory=list)
+    #: External calls whose lease ran out, and runs failed because one stayed unknown.
+    calls: call_reap.CallsReaped = field(default_factory=call_reap.CallsReaped)
 
     @property
     def empty(self) -> bool:
-        return not (self.recovered or self.exhausted or self.interrupted)
+        return not (self.recovered or self.exhausted or self.interrupted
+                    or self.calls.unknown or self.calls.failed)
 
 
 async def recover_orphans(
@@ -88,7 +91,8 @@ async def recover_orphans(
             raise result
         else:
             recovered.append(result)
-    return RecoveryReport(recovered, list(takeovers.exhausted), interrupted)
+    reaped = await call_reap.reap_calls(rt, now)
+    return RecoveryReport(recovered, list(takeovers.exhausted), interrupted, reaped)
 
 
 def _taken_effects(rt: Runtime, before: Run) -> Effects:

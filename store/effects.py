@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import insert, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import codec, schema
+from store import call_watch, codec, schema
 from store.states import LedgerStatus, OutboxState
 
 
@@ -23,6 +23,14 @@ class LedgerCompletion:
     call_id: str
     status: LedgerStatus
     result: Any
+
+
+@dataclass(frozen=True)
+class CallChange:
+    """New values for an external call's row (``api_calls``), written with the transition."""
+
+    call_id: str
+    values: dict[str, Any]
 
 
 @dataclass
@@ -35,6 +43,8 @@ class Effects:
     outbox: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     #: Ledger rows to close.
     ledger: list[LedgerCompletion] = field(default_factory=list)
+    #: External calls whose status moves with the run (their waiters are woken at commit).
+    calls: list[CallChange] = field(default_factory=list)
 
     def encoded(self) -> EncodedEffects:
         """Encode every document up front, so a bad one fails before any write."""
@@ -49,6 +59,7 @@ class Effects:
                 (c.call_id, c.status, codec.dumps(c.result, what=f"result of {c.call_id}"))
                 for c in self.ledger
             ],
+            calls=list(self.calls),
         )
 
 
@@ -58,6 +69,7 @@ class EncodedEffects:
     events: list[tuple[str, str]]
     outbox: list[tuple[str, str]]
     ledger: list[tuple[str, LedgerStatus, str]]
+    calls: list[CallChange] = field(default_factory=list)
 
 
 async def apply(
@@ -109,3 +121,11 @@ async def apply(
             .where(t.c.run_id == run_id, t.c.call_id == call_id)
             .values(status=status.value, result=result, finished_at=now)
         )
+    for change in effects.calls:
+        calls = schema.api_calls
+        await conn.execute(
+            update(calls)
+            .where(calls.c.run_id == run_id, calls.c.call_id == change.call_id)
+            .values(**change.values, updated_at=now)
+        )
+        await call_watch.notify(conn, run_id, change.call_id)

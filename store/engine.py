@@ -23,6 +23,8 @@ DEFAULT_URL = "sqlite+aiosqlite:///./signoff.db"
 #: How long a SQLite writer waits for the lock before giving up.
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE = "signoff_write"
+#: ``conn.info`` key of the callbacks a write transaction runs once it has committed.
+AFTER_COMMIT = "signoff_after_commit"
 
 
 class Database:
@@ -45,8 +47,15 @@ class Database:
     async def write(self) -> AsyncIterator[AsyncConnection]:
         async with _translated(), self.engine.connect() as conn:
             conn = await conn.execution_options(**{_WRITE: True})
-            async with conn.begin():
-                yield conn
+            try:
+                async with conn.begin():
+                    yield conn
+            except BaseException:
+                conn.info.pop(AFTER_COMMIT, None)  # rolled back: nothing to tell
+                raise
+            # Committed: now tell this process's waiters (see store.call_watch).
+            for hook in conn.info.pop(AFTER_COMMIT, ()):
+                hook()
 
     @asynccontextmanager
     async def read(self) -> AsyncIterator[AsyncConnection]:

@@ -62,3 +62,12 @@ class DatabaseUnavailable(StoreError):
 
 class SchemaOutdated(StoreError):
     """The database schema is not at the version this code needs."""
+
+
+class KeyNameTaken(StoreError):
+    """An API key with this name exists already."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"an API key named {name!r} exists already; pick another name, "
+                         "or revoke it first with `signoff api-keys revoke`")

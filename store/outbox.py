@@ -10,8 +10,9 @@ order: a row waits while an earlier row of its run is still pending.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, exists, func, literal_column, select, update
+from sqlalchemy import ColumnElement, and_, exists, func, literal_column, select, update
 from sqlalchemy.orm import aliased
 
 from store import schema
@@ -24,19 +25,34 @@ o = schema.outbox
 _PENDING = o.c.state == literal_column("'pending'")
 
 
+#: The kind of the rows an API key's webhook receives; every other kind goes to Slack.
+WEBHOOK = "webhook"
+
+
+def _for_webhooks(table: Any, webhooks: bool) -> ColumnElement[bool]:
+    is_webhook: ColumnElement[bool] = table.c.kind == literal_column(f"'{WEBHOOK}'")
+    return is_webhook if webhooks else ~is_webhook
+
+
 async def pick_due(
-    db: Database, *, now: datetime, limit: int = 20, lease: timedelta = timedelta(seconds=60)
+    db: Database, *, now: datetime, limit: int = 20, lease: timedelta = timedelta(seconds=60),
+    webhooks: bool = False,
 ) -> list[OutboxRow]:
-    """Lease up to ``limit`` due rows, oldest first, at most one per run."""
+    """Lease up to ``limit`` due rows, oldest first, at most one per run.
+
+    Slack rows and webhook rows (``webhooks=True``) are two queues with their own
+    senders: a webhook receiver that is down never holds up a run's Slack messages.
+    """
     earlier = aliased(o)
     blocked = exists().where(
         earlier.c.run_id == o.c.run_id,
         earlier.c.state == literal_column("'pending'"),
         earlier.c.id < o.c.id,
+        _for_webhooks(earlier, webhooks),
     )
     candidates = (
         select(o.c.id)
-        .where(_PENDING, o.c.next_attempt_at <= now, ~blocked)
+        .where(_PENDING, o.c.next_attempt_at <= now, _for_webhooks(o, webhooks), ~blocked)
         .order_by(o.c.id)
         .limit(limit)
     )

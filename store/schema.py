@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    UniqueConstraint,
     text,
 )
 from sqlalchemy.engine import Dialect
@@ -201,4 +203,69 @@ outbox = Table(
         postgresql_where=_state_literal("pending"),
     ),
     Index("ix_outbox_run_id", "run_id"),
+)
+
+# --- The HTTP API ------------------------------------------------------------------------
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("name", String(100), nullable=False, unique=True),
+    # SHA-256 of the key: the key itself is shown once, at creation, and never stored.
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("tools", Text, nullable=False),
+    Column("webhook_url", Text),
+    # A signing secret, so it is kept (a hash could not sign); shown once at creation.
+    Column("webhook_secret", String(100)),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime),
+)
+
+api_runs = Table(
+    "api_runs",
+    metadata,
+    # Which key created a run through the API (another key gets 404), and the
+    # idempotency key and body digest that make a repeated create return it.
+    Column("run_id", String(40), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("key_id", String(40), ForeignKey("api_keys.id"), nullable=False),
+    Column("idempotency_key", String(200), nullable=False),
+    Column("request_digest", String(64), nullable=False),
+    #: True: the agent lives elsewhere and drives the run through the API.
+    Column("external", Boolean, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    UniqueConstraint("key_id", "idempotency_key", name="uq_api_runs_key_idempotency"),
+)
+
+api_calls = Table(
+    "api_calls",
+    metadata,
+    # One external tool call. The approval card lives in ``approvals`` and the
+    # execution in the ``tool_calls`` ledger, as for a hosted run; this row adds
+    # what an agent elsewhere polls for: one status, and the execution lease.
+    Column("run_id", String(40), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("call_id", String(100), primary_key=True),
+    Column("tool", String(100), nullable=False),
+    Column("args", Text, nullable=False),
+    Column("request_digest", String(64), nullable=False),
+    Column("spend_usd", Float, nullable=False, server_default="0"),
+    Column("status", String(16), nullable=False),
+    #: The token of the call's current approval card.
+    Column("token", String(64)),
+    Column("expires_at", UTCDateTime),
+    Column("decided_by", String(64)),
+    Column("decided_at", UTCDateTime),
+    Column("reason", Text),
+    Column("lease_until", UTCDateTime),
+    Column("executed_at", UTCDateTime),
+    Column("recovery_attempts", Integer, nullable=False, server_default="0"),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+    Index(
+        "ix_api_calls_executing_lease",
+        "lease_until",
+        sqlite_where=text("status = 'executing'"),
+        postgresql_where=text("status = 'executing'"),
+    ),
+    Index("ix_api_calls_status", "status"),
 )

@@ -38,3 +38,35 @@ class OutboxState(StrEnum):
     sent = "sent"
     #: Gave up after the maximum attempts; logged loudly.
     dead = "dead"
+
+
+class CallStatus(StrEnum):
+    """An external tool call's status, as its agent reads it through the API."""
+
+    #: Its approval card is waiting for a person.
+    pending = "pending"
+    #: A person approved it; the agent may claim its execution.
+    approved = "approved"
+    #: A person declined it. Terminal.
+    declined = "declined"
+    #: Nobody decided before its card expired. Terminal.
+    expired = "expired"
+    #: Its run was cancelled or ended before it ran. Terminal.
+    cancelled = "cancelled"
+    #: One agent holds the execution claim, under a lease.
+    executing = "executing"
+    #: The agent reported success. Terminal.
+    succeeded = "succeeded"
+    #: The agent reported failure. Terminal.
+    failed = "failed"
+    #: The lease ran out with no result: it may or may not have run; reconcile it.
+    unknown = "unknown"
+    #: A check the agent ran again at execution refused it. Terminal.
+    blocked = "blocked"
+
+
+#: Statuses a call never leaves.
+CALL_TERMINAL = frozenset({
+    CallStatus.declined, CallStatus.expired, CallStatus.cancelled, CallStatus.succeeded,
+    CallStatus.failed, CallStatus.blocked,
+})

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import schema
+from store import api_runs, schema
 from store.effects import Effects
 from store.engine import Database
 from store.records import LedgerEntry, Run
@@ -38,7 +38,9 @@ def expiry_candidates(now: datetime, limit: int) -> Select[Any]:
 def orphan_candidates(stale_before: datetime, limit: int) -> Select[Any]:
     return (
         select(t.c.id, t.c.lease_epoch, t.c.recovery_attempts)
-        .where(state_is(RunState.running), t.c.heartbeat_at < stale_before)
+        # An external run's agent lives elsewhere: there is nothing here to take over.
+        .where(state_is(RunState.running), t.c.heartbeat_at < stale_before,
+               t.c.app_fingerprint != api_runs.EXTERNAL)
         .order_by(t.c.heartbeat_at)
         .limit(limit)
     )

@@ -133,6 +133,25 @@ def _cancelled(notice: RunNotice, most: int) -> _Rendered:
     return f"Run {_plain_run(notice)} cancelled", [text, _detail(notice)]
 
 
+def _call_ran(notice: RunNotice, most: int) -> _Rendered:
+    """An external agent reported what its approved call did."""
+    text = f":gear: {_who(notice)}a call of run {_run(notice)} ran."
+    paragraphs = [text, _detail(notice)]
+    if lines := evidence_lines(notice.evidence, most):
+        paragraphs += _chunks("*What ran:*", lines)
+    return f"Run {_plain_run(notice)}: a call ran", paragraphs
+
+
+def _call_unknown(notice: RunNotice, most: int) -> _Rendered:
+    """An external call's lease ran out with no result: it may or may not have run."""
+    text = (f":warning: {_who(notice)}a call of run {_run(notice)} stopped reporting: "
+            "whether it ran is unknown.")
+    todo = ("Its agent must reconcile it (check whether it took effect) and report what it "
+            "found; signoff never runs it again. See `signoff runs show {run}`.")
+    return f"Run {_plain_run(notice)}: a call's outcome is unknown", [
+        text, _detail(notice), _todo(todo, notice)]
+
+
 _RENDERERS: dict[NoticeEvent, Callable[[RunNotice, int], _Rendered]] = {
     "answered": _answered,
     "failed": _failed,
@@ -140,6 +159,8 @@ _RENDERERS: dict[NoticeEvent, Callable[[RunNotice, int], _Rendered]] = {
     "expired": _expired,
     "continued": _continued,
     "cancelled": _cancelled,
+    "call_ran": _call_ran,
+    "call_unknown": _call_unknown,
 }
 
 

@@ -1,0 +1,109 @@
+"""An external agent's call through the HTTP API of a real server, approved in Slack.
+
+The real Bolt app (signature verification on) and the API on one port, the
+Slack stand-in, both dialects. Every status a call goes through is checked
+where a user sees it: the API's answer, the card in Slack, the ledger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot import ids
+from store import api_calls, ledger, runs
+from store.states import LedgerStatus, RunState
+from tests.bot.api_harness import PREVIEW, Agent, make_key
+from tests.bot.harness import REP, BotWorld, bot_world, has_buttons
+
+
+@pytest.fixture
+async def world(database_url: str) -> AsyncIterator[BotWorld]:
+    async with bot_world(database_url) as w:
+        yield w
+
+
+@pytest.fixture
+async def agent(world: BotWorld) -> Agent:
+    return Agent(world, await make_key(world.db))
+
+
+async def _pending(world: BotWorld, agent: Agent) -> tuple[str, str]:
+    """An external run with call c1 pending and its card posted: (run id, token)."""
+    run = await agent.start()
+    status, call = await agent.ask(run["id"])
+    assert status == 201 and call["status"] == "pending", call
+    await world.deliver()
+    stored = await runs.get(world.db, run["id"])
+    assert stored.state is RunState.suspended and stored.pending_token
+    return run["id"], stored.pending_token
+
+
+async def test_external_call__approved_executed_once_and_answered(
+    world: BotWorld, agent: Agent
+) -> None:
+    run_id, token = await _pending(world, agent)
+    card = world.card(token)
+    assert has_buttons(card) and "Refund order A-1" in str(card.blocks)
+
+    waiting = asyncio.create_task(agent.get_call(run_id, wait=20))
+    await asyncio.sleep(0)  # the long-poll is in flight before the click
+    await world.click(REP, ids.APPROVE_ACTION, token)
+    approved = await waiting
+    assert approved["status"] == "approved" and approved["decision"]["by"] == REP
+
+    status, claim = await agent.execute(run_id)
+    assert status == 200 and claim["status"] == "executing", claim
+    assert claim["idempotency_key"] == f"{run_id}:c1" and claim["lease_seconds"] > 0
+    again_status, again = await agent.execute(run_id)
+    assert again_status == 409 and again["error"] == "already_executing", again
+
+    status, done = await agent.result(run_id, result={"refund_id": "R-9"},
+                                      evidence={"refund_id": "R-9"})
+    assert status == 200 and done["status"] == "succeeded"
+    late_status, late = await agent.execute(run_id)
+    assert late_status == 409 and late["error"] == "already_executed"
+    [entry] = await ledger.for_run(world.db, run_id)
+    assert entry.status is LedgerStatus.succeeded and entry.idempotency_key == f"{run_id}:c1"
+    await world.deliver()
+    assert any("R-9" in str(m.blocks) for m in world.thread(world.card(token)))
+
+    status, finished = await agent.call("POST", f"/runs/{run_id}/finish",
+                                        {"answer": "Refunded A-1", "requires": ["refund_order"]})
+    assert status == 200 and finished["state"] == "answered", finished
+    assert finished["evidence"] == [{"call_id": "c1", "tool": "refund_order",
+                                     "result": {"refund_id": "R-9"}}]
+    assert finished["budget"]["tool_calls"] == 1
+
+
+async def test_external_call__declined_is_final_and_never_runs(
+    world: BotWorld, agent: Agent
+) -> None:
+    run_id, token = await _pending(world, agent)
+    await world.click(REP, ids.DECLINE_ACTION, token)
+    await world.submit_decline(REP, token, "wrong order")
+    call = await agent.get_call(run_id)
+    assert call["status"] == "declined" and call["decision"]["reason"] == "wrong order"
+    status, refused = await agent.execute(run_id)
+    assert status == 409 and refused["error"] == "declined" and refused["status"] == "declined"
+    assert await ledger.for_run(world.db, run_id) == []
+    status, failed = await agent.call("POST", f"/runs/{run_id}/finish",
+                                      {"answer": "done", "requires": ["refund_order"]})
+    assert status == 200 and failed["state"] == "failed" and failed["reason"] == "incomplete"
+    await world.deliver()
+    assert any("Never ran" in str(m.blocks) and "refund_order" in str(m.blocks)
+               for m in world.fake.messages())
+
+
+async def test_external_call__same_call_id_returns_the_same_call(
+    world: BotWorld, agent: Agent
+) -> None:
+    run_id, _ = await _pending(world, agent)
+    status, again = await agent.ask(run_id)
+    assert status == 200 and again["status"] == "pending"
+    status, other = await agent.ask(run_id, preview={**PREVIEW, "title": "Another"})
+    assert status == 409 and other["error"] == "idempotency_conflict"
+    assert len(await api_calls.for_run(world.db, run_id)) == 1
+    assert len([m for m in world.fake.messages() if has_buttons(m)]) == 1
