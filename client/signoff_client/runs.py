@@ -93,15 +93,21 @@ class Run:
     async def close(self, failure: BaseException | None) -> None:
         """How ``async with so.run(...)`` ends, unless the body already finished the run.
 
-        A normal exit finishes the run. An ``Exception`` escaping the block cancels it:
-        the agent gave up, so nothing it asked for may still run. A ``BaseException``
-        (the task cancelled, Ctrl-C, SystemExit) leaves the run as it is, so a restarted
-        agent can pick it up with the same ``idempotency_key``.
+        A normal exit finishes the run (one that has already ended, halted by an expiry
+        say, is left as it is; ``info`` says how it ended). An ``Exception`` escaping the
+        block cancels it: the agent gave up, so nothing it asked for may still run. A
+        ``BaseException`` (the task cancelled, Ctrl-C, SystemExit) leaves the run as it is,
+        so a restarted agent can pick it up with the same ``idempotency_key``.
         """
         if self.closed:
             return
         if failure is None:
-            await self.finish()
+            try:
+                await self.finish()
+            except errors.ApiError as exc:
+                if exc.code != "run_not_running":
+                    raise
+                await self.refresh()  # it ended already (halted, say, by an expiry)
         elif isinstance(failure, Exception):
             try:
                 await self.cancel()

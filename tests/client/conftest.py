@@ -27,13 +27,18 @@ async def server(tmp_path: Path) -> AsyncIterator[harness.Served]:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def any_server(request: pytest.FixtureRequest,
-                     tmp_path: Path) -> AsyncIterator[harness.Served]:
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database at head on either dialect (a sync fixture: the PostgreSQL helpers run
+    their own event loop)."""
     if request.param == "sqlite":
-        url = harness.sqlite_db(tmp_path)
-    else:
-        postgres: PostgresServer = request.getfixturevalue("postgres_server")
-        url = postgres.create_database()
-        harness.signoff_cli(url, "db", "upgrade")
-    async with harness.served(url, tmp_path) as served:
+        return harness.sqlite_db(tmp_path)
+    postgres: PostgresServer = request.getfixturevalue("postgres_server")
+    url = postgres.create_database()
+    harness.signoff_cli(url, "db", "upgrade")
+    return url
+
+
+@pytest.fixture
+async def any_server(any_db_url: str, tmp_path: Path) -> AsyncIterator[harness.Served]:
+    async with harness.served(any_db_url, tmp_path) as served:
         yield served

@@ -43,6 +43,8 @@ async def exited(proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) 
     return output
 
 
+# The server's execution lease is 60 s: these wait for it to run out, then for the reaper.
+@pytest.mark.timeout(240)
 async def test_restart__agent_killed_after_the_refund_is_reconciled_not_rerun(
         server: harness.Served, payments: Payments, tmp_path: Path) -> None:
     agent = spawn_agent(sys.executable, server, payments, "ticket-kill", "hang",
@@ -67,7 +69,7 @@ async def test_restart__agent_killed_after_the_refund_is_reconciled_not_rerun(
         result = await asyncio.wait_for(run.call(
             "refund_order", {"order_id": "A-1", "amount": 40.0},
             execute=payments.refund_order, preview=payments.render,
-            guard=payments.check, reconcile=payments.find), timeout=90)
+            guard=payments.check, reconcile=payments.find), timeout=150)
 
     assert payments.refunds() == [result], "the refund ran once, and was found, not redone"
 
@@ -101,6 +103,7 @@ async def test_fresh_venv__only_signoff_client_installed_does_a_round(
     assert payments.refunds() == [result]
 
 
+@pytest.mark.timeout(240)
 async def test_reconcile__settles_the_keys_unknown_call_with_the_tools_reconcile(
         server: harness.Served, payments: Payments, tmp_path: Path) -> None:
     agent = spawn_agent(sys.executable, server, payments, "ticket-reconcile", "hang",
@@ -120,7 +123,7 @@ async def test_reconcile__settles_the_keys_unknown_call_with_the_tools_reconcile
         async def unknown() -> list[Any]:
             return await so.unknown_calls()
 
-        (stuck,) = await replicas.until(unknown, timeout=60, what="the call to turn unknown")
+        (stuck,) = await replicas.until(unknown, timeout=150, what="the call to turn unknown")
         assert stuck.tool == "refund_order"
         left = await so.reconcile({"refund_order": payments.find})
         assert [c.status for c in left] == ["succeeded"]
