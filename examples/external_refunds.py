@@ -3,12 +3,17 @@
 Nothing here is a signoff App: no Slack, no database driver, only ``signoff_client``. The
 payments system is a JSON file (``./refunds-demo.json``) so you can watch what ran.
 
-Against the sandbox, in three terminals::
+Against the sandbox::
 
-    .venv/bin/signoff sandbox                      # the page at http://127.0.0.1:3000/
+    DATABASE_URL=sqlite+aiosqlite:///./signoff-sandbox.db .venv/bin/signoff db upgrade
     DATABASE_URL=sqlite+aiosqlite:///./signoff-sandbox.db \\
         .venv/bin/signoff api-keys create refunds-agent --tools 'refund_*'   # prints so_...
-    SIGNOFF_API_KEY=so_... .venv/bin/python -m examples.external_refunds
+    .venv/bin/signoff sandbox          # in another terminal; note its "bot" line
+    SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_... \\
+        .venv/bin/python -m examples.external_refunds
+
+The API is served by the bot, so ``SIGNOFF_URL`` is the address on the sandbox banner's
+``bot`` line without ``/slack/events`` (the page's port serves only the page).
 
 The card appears on the sandbox page for Riley (``U0RILEY``, the requester). Approve it and
 the refund runs once; decline it and the agent reports the reason. Change the order's total in
