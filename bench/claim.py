@@ -4,11 +4,11 @@ Two comparisons, each at 1 and 8 concurrent clients, on SQLite and PostgreSQL:
 
 * **same statement** — the guarded ``UPDATE runs ... WHERE id AND state='suspended'
   AND pending_token AND expires_at > now RETURNING *`` alone, in a write
-  transaction: ``store.runs.transition`` (no effects) inside ``db.write()``
+  transaction: ``store.transitions.transition`` (no effects) inside ``db.write()``
   versus that SQL sent by aiosqlite / asyncpg. This is the cost of signoff's
   layers (SQLAlchemy Core, the engine's transaction handling, Run decoding).
 * **full claim** — ``store.claims.claim`` with the effects a click writes
-  (``resume.confirmation.decide``: a decision event and a card-update outbox
+  (``resume.decide.decide``: a decision event and a card-update outbox
   row) versus the raw driver sending the same four statements signoff sends
   (the guarded UPDATE finding the run through its approval in a subquery,
   insert event, insert outbox row, record the decision with ``RETURNING``) in
@@ -35,10 +35,10 @@ import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type informat
 
 from bench import common, databases
 from bench.databases import Target
-from store import claims, runs, schema
-from store.effects import Effects
+from store import claims, schema, transitions
 from store.engine import Database
 from store.states import RunState
+from store.transitions import Effects
 
 SIDES = ("raw statement", "signoff statement", "raw full claim", "signoff full claim")
 OWNER = "bench-owner"
@@ -235,9 +235,9 @@ class Signoff:
         t = schema.runs
         now = datetime.now(UTC)
         async with self.db.write() as conn:
-            run = await runs.transition(
+            run = await transitions.transition(
                 conn, run_id=run_id,
-                where=[runs.state_is(RunState.suspended), t.c.pending_token == token,
+                where=[transitions.state_is(RunState.suspended), t.c.pending_token == token,
                        t.c.expires_at > now],
                 values={"state": RunState.running.value, "owner_id": OWNER,
                         "lease_epoch": t.c.lease_epoch + 1, "heartbeat_at": now},
@@ -251,7 +251,7 @@ class Signoff:
                      outbox=[("card_update", _card_update(run_id, token, "U2", now))])
         result = await claims.claim(self.db, token, decision="approve", actor="U2", reason=None,
                                     owner_id=OWNER, now=now, fx=fx)
-        return isinstance(result, claims.Claimed)
+        return isinstance(result, claims.ClaimWon)
 
 
 # --- measurement --------------------------------------------------------------------------

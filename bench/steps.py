@@ -33,8 +33,8 @@ from langgraph.graph.message import add_messages
 from bench import common, databases
 from bench.databases import Target
 from store import codec, runs, schema
-from store.effects import Effects
 from store.engine import Database
+from store.transitions import Effects
 
 MESSAGE_BYTES = 2048
 LANGGRAPH_PG_TABLES = ["checkpoints", "checkpoint_blobs", "checkpoint_writes",

@@ -29,9 +29,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from bench import common, databases
 from bench.databases import Target
 from store import sweeps
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
+from store.transitions import Effects
 
 DUE = 5  # suspended runs past expires_at, re-armed before each expiry sweep
 STALE = 1  # running runs with a stale heartbeat (the 1k database has only one running run)

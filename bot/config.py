@@ -18,6 +18,8 @@ from typing import Any, NamedTuple
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from resume import runtime
+
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "ConfigError",
@@ -136,25 +138,25 @@ class Settings(BaseSettings):
     # safety bound, not a convenience setting: lengthen it only if acting on a
     # preview that old is acceptable for every tool that asks for approval.
     suspension_ttl_minutes: float = _positive(
-        30,
+        runtime.SUSPENSION_TTL_MINUTES,
         "SIGNOFF_SUSPENSION_TTL_MINUTES",
         "Minutes a pending request waits for a click before the run halts "
         "(suspension_expired). Bounds how stale an approved preview can be.",
     )
     orphan_after_seconds: float = _positive(
-        90,
+        runtime.ORPHAN_AFTER_SECONDS,
         "SIGNOFF_ORPHAN_AFTER_SECONDS",
         "Seconds without a heartbeat after which a running run is an orphan and is "
         "recovered by another process.",
     )
     max_recovery_attempts: int = Field(
-        2,
+        runtime.MAX_RECOVERY_ATTEMPTS,
         validation_alias="SIGNOFF_MAX_RECOVERY_ATTEMPTS",
         ge=1,
         description="Recoveries of one run before it fails (recovery_exhausted).",
     )
     retention_days: float = _positive(
-        30,
+        runtime.RETENTION_DAYS,
         "SIGNOFF_RETENTION_DAYS",
         "Days halted and failed runs are kept before they are purged.",
     )

@@ -1,6 +1,6 @@
 """Sending one outbox row to Slack: where it goes, what it looks like, what is remembered.
 
-Each ``send_*`` function renders a payload from ``resume.notices`` with
+Each ``send_*`` function renders a payload from ``resume.outbox`` with
 ``bot.cards``, makes the Slack call(s), records where an approval card
 landed, and returns. It does not mark the row: ``bot.notifier`` does that
 (and decides what a failure means). A Slack error propagates as raised by
@@ -16,7 +16,7 @@ from typing import Any
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
-from resume.notices import ApprovalCard, CardUpdate, RunNotice
+from resume.outbox import ApprovalCard, CardUpdate, RunNotice
 from store import approvals, errors, outage, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow

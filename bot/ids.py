@@ -68,6 +68,7 @@ SCOPES_BY_METHOD: Final[dict[str, str | None]] = {
     "chat.getPermalink": None,
     "conversations.open": "im:write",
     "users.info": "users:read",
+    "users.lookupByEmail": "users:read.email",
     "views.open": None,
     "views.update": None,
 }

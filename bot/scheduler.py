@@ -5,11 +5,11 @@ One APScheduler ``AsyncIOScheduler`` per process, on the server's event loop:
 ==========  ======================================  ===================================
 job         every                                   does
 ==========  ======================================  ===================================
-expire      SIGNOFF_EXPIRY_INTERVAL_SECONDS          ``resume.expiry.expire_suspended``
-reap        SIGNOFF_REAPER_INTERVAL_SECONDS (+once   ``resume.recovery.recover_orphans``
+expire      SIGNOFF_EXPIRY_INTERVAL_SECONDS          ``resume.expire.expire_suspended``
+reap        SIGNOFF_REAPER_INTERVAL_SECONDS (+once   ``resume.reap.recover_orphans``
             at start)
 outbox      SIGNOFF_OUTBOX_INTERVAL_SECONDS          ``Notifier.deliver`` (one pass)
-purge       SIGNOFF_PURGE_INTERVAL_HOURS             ``resume.retention.purge``
+purge       SIGNOFF_PURGE_INTERVAL_HOURS             ``resume.purge.purge``
 ==========  ======================================  ===================================
 
 Every job claims its rows with a guarded UPDATE (or ``SKIP LOCKED``), so any
@@ -77,12 +77,12 @@ def start(services: Services, *, notifier: Notifier | None = None) -> AsyncIOSch
         job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
     )
     jobs: list[tuple[str, Job, float, bool]] = [
-        ("expire", _resume_job(rt, "resume.expiry", "expire_suspended"),
+        ("expire", _resume_job(rt, "resume.expire", "expire_suspended"),
          settings.expiry_interval_seconds, False),
-        ("reap", _resume_job(rt, "resume.recovery", "recover_orphans"),
+        ("reap", _resume_job(rt, "resume.reap", "recover_orphans"),
          settings.reaper_interval_seconds, True),
         ("outbox", notifier.deliver, settings.outbox_interval_seconds, False),
-        ("purge", _resume_job(rt, "resume.retention", "purge"),
+        ("purge", _resume_job(rt, "resume.purge", "purge"),
          settings.purge_interval_hours * 3600, False),
     ]
     for name, job, seconds, at_start in jobs:

@@ -24,8 +24,8 @@ from bot import app as bolt_app
 from bot import config, ids, intake, scheduler
 from bot.api import add_api_routes
 from bot.services import Services
-from resume import app as resume_app
-from resume.app import App
+from resume import apps
+from resume.apps import App
 from resume.runtime import Runtime
 from store import engine, errors, migrate
 from store.engine import Database
@@ -122,7 +122,7 @@ def _warn_if_cards_go_to_the_wrong_person(rt: Runtime) -> None:
 
 def _load_app(ref: str) -> App:
     try:
-        return resume_app.load(ref)
+        return apps.load(ref)
     except (ImportError, AttributeError, TypeError, ValueError) as exc:
         raise NotReady(f"SIGNOFF_APP={ref} does not name an app: "
                        f"{type(exc).__name__}: {exc}") from exc

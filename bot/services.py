@@ -2,8 +2,8 @@
 
 Bolt keeps no reference to the tasks it spawns, and neither does
 ``asyncio.ensure_future``: a task nobody holds may be garbage-collected
-mid-flight. Work started after an ack (``confirmation.proceed``,
-``loop.drive``) goes through :meth:`Services.spawn`, which holds it until it
+mid-flight. Work started after an ack (an outcome's
+``drive.go()``) goes through :meth:`Services.spawn`, which holds it until it
 ends. None of that work needs to survive a crash here: the run is in the
 store, and the reaper takes over a run whose heartbeat stops.
 

@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
-from store.engine import Database
+from resume import Database
 
 metadata = MetaData()
 

@@ -7,20 +7,16 @@ which plays the agent offline. The variables are read through
 ``bot.config.Settings``, so they mean what ``signoff serve --help`` says (an empty
 or blank one counts as unset).
 
-The scripts decide from the conversation so far (so they resume anywhere); the
-helpers below are how they read a tool's result and answer.
+The scripts read a tool's result and answer with ``resume``'s script helpers
+(``result_of``, ``call``, ``did_not_finish``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from bot import config
-from resume.messages import Message, ToolCall
-from resume.model import Model
-from resume.openai_compat import OpenAICompatibleModel
+from resume import Model, OpenAICompatibleModel
 
 
 def from_env(
@@ -38,23 +34,3 @@ def from_env(
             price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
         )
     return fallback()
-
-
-def result_of(message: Message) -> dict[str, Any]:
-    """A tool message's result: a JSON object as is, other JSON as ``value``, else ``raw``."""
-    try:
-        data = json.loads(message.content or "{}")
-    except json.JSONDecodeError:
-        data = {"raw": message.content}
-    return data if isinstance(data, dict) else {"value": data}
-
-
-def call(name: str, **arguments: Any) -> Message:
-    """The assistant's turn that calls one tool."""
-    return Message.assistant(None, [ToolCall(name=name, arguments=arguments)])
-
-
-def did_not_finish(error: Mapping[str, Any]) -> Message:
-    """The final answer after a tool call came back as an error (refused, guarded, ...)."""
-    reason = f" ({error['reason']})" if error.get("reason") else ""
-    return Message.assistant(f"I did not finish: {error.get('message') or error['error']}{reason}")

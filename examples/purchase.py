@@ -30,15 +30,30 @@ from pydantic import BaseModel, Field
 
 from examples import models
 from examples.shop import Shop, ShopError, lines_of, total_of
-from resume.app import App
-from resume.budget import Limits
-from resume.messages import Message, ToolCall, ToolSpec
-from resume.model import Model
-from resume.routes import Branch, RouteDecision, RouteFunction, Router
-from resume.scope import Scope
-from resume.scripted import ScriptedModel
-from resume.tools import Guard, Preview, Reconciliation, Tool, ToolContext
-from store import engine
+from resume import (
+    DEFAULT_URL,
+    App,
+    Branch,
+    Guard,
+    Limits,
+    Message,
+    Model,
+    Preview,
+    Reconciliation,
+    RouteDecision,
+    RouteFunction,
+    Router,
+    Scope,
+    ScriptedModel,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolSpec,
+    call,
+    connect,
+    did_not_finish,
+    result_of,
+)
 
 ROUTER = "supervisor"
 PURCHASE, INQUIRY = "purchase", "inquiry"
@@ -230,7 +245,7 @@ def tool_results(messages: Sequence[Message]) -> list[Result]:
     out: list[Result] = []
     for m in messages:
         if m.role == "tool":
-            out.append((m.name or "", models.result_of(m)))
+            out.append((m.name or "", result_of(m)))
     return out
 
 
@@ -248,21 +263,21 @@ def purchase_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> M
                                         for sku, _ in wanted])
     last, data = results[-1]
     if "error" in data:
-        return models.did_not_finish(data)
+        return did_not_finish(data)
     if last == "check_stock":
         stock = {d["sku"]: d["in_stock"] for name, d in results if name == "check_stock"}
         short = [f"{sku} has {stock.get(sku, 0)}" for sku, qty in wanted
                  if stock.get(sku, 0) < qty]
         if short:
             return Message.assistant("Not enough stock: " + "; ".join(short) + ".")
-        return models.call("build_cart", items=[{"sku": s, "quantity": q} for s, q in wanted])
+        return call("build_cart", items=[{"sku": s, "quantity": q} for s, q in wanted])
     after = {"build_cart": ("approve_cart_mandate", "cart_id"),
              "approve_cart_mandate": ("sign_mandate", "mandate_id"),
              "sign_mandate": ("complete_checkout", "mandate_id"),
              "complete_checkout": ("analyse_order", "order_id")}
     if last in after:
         name, key = after[last]
-        return models.call(name, **{key: data[key]})
+        return call(name, **{key: data[key]})
     return Message.assistant(
         f"Ordered {data.get('units')} item(s) in {data.get('lines')} line(s): order "
         f"{data.get('order_id')}, total ${data.get('total', 0):,.2f}, "
@@ -294,7 +309,7 @@ def shop_from_env() -> Shop:
     """The shop on DATABASE_URL (one per process); its tables are created on first use."""
     global _shop
     if _shop is None:
-        _shop = Shop(engine.connect(os.environ.get("DATABASE_URL", engine.DEFAULT_URL)))
+        _shop = Shop(connect(os.environ.get("DATABASE_URL", DEFAULT_URL)))
     return _shop
 
 

@@ -22,14 +22,25 @@ from pydantic import BaseModel, Field
 
 from examples import models
 from examples.crm import CRM, PRICES, TIERS, price
-from resume.app import App
-from resume.budget import Limits
-from resume.messages import Message, ToolSpec
-from resume.model import Model
-from resume.scope import Scope
-from resume.scripted import ScriptedModel
-from resume.tools import Guard, Preview, Reconciliation, Tool, ToolContext
-from store import engine
+from resume import (
+    DEFAULT_URL,
+    App,
+    Guard,
+    Limits,
+    Message,
+    Model,
+    Preview,
+    Reconciliation,
+    Scope,
+    ScriptedModel,
+    Tool,
+    ToolContext,
+    ToolSpec,
+    call,
+    connect,
+    did_not_finish,
+    result_of,
+)
 
 ASK = re.compile(r"quote for\s+(?P<account>[\w .&-]+?),\s*(?P<qty>\d+)\s+(?:x\s+|of\s+)?"
                  r"(?P<sku>[A-Z]+-\d+)", re.IGNORECASE)
@@ -137,7 +148,7 @@ def _last_result(messages: Sequence[Message]) -> tuple[str | None, dict[str, Any
     """(tool name, decoded result) of the last tool message since the request."""
     for m in reversed(messages):
         if m.role == "tool":
-            return m.name, models.result_of(m)
+            return m.name, result_of(m)
         if m.role == "user":
             break
     return None, {}
@@ -152,13 +163,13 @@ def quote_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Mess
     account, qty, sku = match["account"].strip(), int(match["qty"]), match["sku"].upper()
     last, data = _last_result(messages)
     if last is None:
-        return models.call("lookup_account", account=account)
+        return call("lookup_account", account=account)
     if "error" in data:
-        return models.did_not_finish(data)
+        return did_not_finish(data)
     if last == "lookup_account":
-        return models.call("draft_quote", account=data["account"], sku=sku, quantity=qty)
+        return call("draft_quote", account=data["account"], sku=sku, quantity=qty)
     if last == "draft_quote":
-        return models.call("send_quote", quote_id=data["quote_id"])
+        return call("send_quote", quote_id=data["quote_id"])
     return Message.assistant(f"Sent quote {data.get('quote_id')} to {data.get('account')}: "
                              f"total ${data.get('total', 0):,.2f}.")
 
@@ -174,7 +185,7 @@ def crm_from_env() -> CRM:
     """The CRM on DATABASE_URL (one per process), shared by the app and the sandbox."""
     global _crm
     if _crm is None:
-        _crm = CRM(engine.connect(os.environ.get("DATABASE_URL", engine.DEFAULT_URL)))
+        _crm = CRM(connect(os.environ.get("DATABASE_URL", DEFAULT_URL)))
     return _crm
 
 

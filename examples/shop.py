@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.engine import Database
+from resume import Database
 
 metadata = MetaData()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from store.reasons import HaltReason
 from store.records import Run
 
 
@@ -36,24 +37,24 @@ def limits_of(run: Run) -> Limits:
     return Limits.model_validate(run.limits)
 
 
-def exceeded_before_step(run: Run) -> str | None:
+def exceeded_before_step(run: Run) -> HaltReason | None:
     """The bound that forbids another model call, as ``budget:<bound>``, or None."""
     limits = limits_of(run)
     if run.step >= limits.max_steps:
-        return "budget:steps"
+        return HaltReason.budget_steps
     if run.spend_usd >= limits.max_spend_usd:
-        return "budget:spend"
+        return HaltReason.budget_spend
     if run.elapsed_ms >= limits.max_elapsed_ms:
-        return "budget:time"
+        return HaltReason.budget_time
     return None
 
 
-def exceeded_before_tool(run: Run) -> str | None:
+def exceeded_before_tool(run: Run) -> HaltReason | None:
     """The bound that forbids another tool call, or None."""
     if run.tool_calls >= limits_of(run).max_tool_calls:
-        return "budget:tool_calls"
+        return HaltReason.budget_tool_calls
     if run.elapsed_ms >= limits_of(run).max_elapsed_ms:
-        return "budget:time"
+        return HaltReason.budget_time
     return None
 
 

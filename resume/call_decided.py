@@ -12,9 +12,10 @@ from datetime import datetime
 
 from resume import external
 from resume.tools import REQUESTER, Approvers
-from store.effects import CallChange, Effects
+from store.reasons import FailReason
 from store.records import Approval, Run
-from store.states import CallStatus
+from store.states import CallStatus, RunState
+from store.transitions import CallChange, Effects
 
 
 def approvers(approval: Approval) -> Approvers:
@@ -48,6 +49,19 @@ def expiry_effects(before: Run, now: datetime) -> Effects:
             "decision": None}
     return Effects(calls=[CallChange(call_id, {"status": CallStatus.expired.value})],
                    outbox=external.webhook_rows(before, "call.expired", data, at=now))
+
+
+def cancel_effects(before: Run, now: datetime) -> Effects:
+    """An external run cancelled in Slack: its pending call is cancelled, its key told."""
+    if not external.is_external(before):
+        return Effects()
+    call_id = (before.pending or {}).get("call_id")
+    changes = ([CallChange(call_id, {"status": CallStatus.cancelled.value})]
+               if before.state is RunState.suspended and isinstance(call_id, str) else [])
+    final = {"run_id": before.id, "state": RunState.failed.value,
+             "reason": FailReason.cancelled.value, "answer": None}
+    return Effects(calls=changes,
+                   outbox=external.webhook_rows(before, "run.finished", final, at=now))
 
 
 def merged(*parts: Effects) -> Effects:

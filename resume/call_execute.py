@@ -22,18 +22,20 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
-from resume import external, notify, tools
-from resume.notices import ApprovalCard, OutboxKind
+from resume import external, outbox, tools
+from resume.outbox import ApprovalCard, OutboxKind
 from resume.outcomes import ApiRefusal, ApiRefused, ExecutionClaimed
 from resume.runtime import Runtime
 from resume.tools import Preview
-from store import api_calls, approvals, errors, runs, schema
+from store import api_calls, approvals, errors, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall, ApiKey
-from store.effects import Effects
+from store.events import EventKind
+from store.reasons import HaltReason
 from store.records import Approval, Run
-from store.runs import Suspension, state_is
+from store.runs import Suspension
 from store.states import CallStatus, RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +103,9 @@ async def _claim(rt: Runtime, run: Run, call: ApiCall) -> ExecutionClaimed | Api
     key = external.idempotency_key(run.id, call.call_id)
     lease = external.LEASE_SECONDS
     change = RunChange(
-        where=[state_is(RunState.running)],
-        values={"tool_calls": schema.runs.c.tool_calls + 1,
-                "spend_usd": schema.runs.c.spend_usd + call.spend_usd},
-        fx=Effects(events=[("executing", {"call_id": call.call_id, "tool": call.tool,
+        expect=(RunState.running,),
+        charge_spend_usd=call.spend_usd,
+        fx=Effects(events=[(EventKind.executing, {"call_id": call.call_id, "tool": call.tool,
                                           "key": key, "external": True})]),
         ledger_key=key,
     )
@@ -141,7 +142,7 @@ async def _changed(
     ttl = timedelta(seconds=max(approval.card["expires_at"] - approval.created_at.timestamp(), 1))
     card = ApprovalCard.model_validate({
         **approval.card, "token": token, "preview": preview.data().model_dump(mode="json"),
-        "budget": notify.budget_data(run).model_dump(mode="json"),
+        "budget": outbox.budget_data(run).model_dump(mode="json"),
         "expires_at": (now + ttl).timestamp(),
         "diff": [c.model_dump(mode="json") for c in changes], "replaces_token": approval.token,
     }).model_dump(mode="json")
@@ -154,10 +155,10 @@ async def _changed(
     event = {"call_id": call.call_id, "tool": call.tool, "digest": preview.digest(),
              "expires_at": suspension.expires_at.isoformat(),
              "changes": [c.model_dump() for c in changes], "external": True}
-    change = RunChange(where=[state_is(RunState.running)], suspension=suspension, fx=Effects(
-        events=[("resuspended", event)],
+    change = RunChange(expect=(RunState.running,), suspension=suspension, fx=Effects(
+        events=[(EventKind.resuspended, event)],
         outbox=[(OutboxKind.approval_card.value, card),
-                notify.card_update(run, approval.token, "superseded", at=now,
+                outbox.card_update(run, approval.token, "superseded", at=now,
                                    actor=approval.decided_by)],
     ))
     moved = await api_calls.move(
@@ -183,9 +184,10 @@ async def _blocked(
     now = rt.now()
     code = ex.guard_code or "guard_failed"
     message = ex.guard_message or "a check failed"
-    change = RunChange(where=[state_is(RunState.running)], fx=Effects(
-        events=[("guard_failed", {"call_id": call.call_id, "code": code, "external": True})],
-        outbox=[notify.card_update(run, approval.token, "guard_failed", at=now,
+    change = RunChange(expect=(RunState.running,), fx=Effects(
+        events=[(EventKind.guard_failed, {"call_id": call.call_id, "code": code,
+                                          "external": True})],
+        outbox=[outbox.card_update(run, approval.token, "guard_failed", at=now,
                                    actor=approval.decided_by, reason=message)],
     ))
     moved = await api_calls.move(
@@ -204,13 +206,14 @@ async def _no_longer_permitted(
     now = rt.now()
     detail = f"{run.user_id} may no longer use {call.tool}"
     change = RunChange(
-        where=[state_is(RunState.running)],
-        values={"state": RunState.halted.value, "halt_reason": "no_longer_permitted"},
+        expect=(RunState.running,),
+        values={"state": RunState.halted.value,
+                "halt_reason": HaltReason.no_longer_permitted.value},
         fx=Effects(
-            events=[("halted", {"reason": "no_longer_permitted", "call_id": call.call_id})],
-            outbox=[notify.card_update(run, approval.token, "no_longer_permitted", at=now),
-                    notify.notice(run, "halted", channel=rt.approvals_channel,
-                                  reason="no_longer_permitted", detail=detail)],
+            events=[(EventKind.halted, {"reason": "no_longer_permitted", "call_id": call.call_id})],
+            outbox=[outbox.card_update(run, approval.token, "no_longer_permitted", at=now),
+                    outbox.notice(run, "halted", channel=rt.approvals_channel,
+                                  reason=HaltReason.no_longer_permitted, detail=detail)],
         ),
     )
     moved = await api_calls.move(

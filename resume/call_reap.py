@@ -15,30 +15,24 @@ concurrent reapers move each call once.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 
-from resume import calls, external, notify
+from resume import external, held, outbox
+from resume.outcomes import CallsReaped
 from resume.runtime import Runtime
 from store import api_calls, api_runs, ledger, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall
-from store.effects import Effects
+from store.events import EventKind
+from store.reasons import FailReason
 from store.records import Run
 from store.states import CallStatus, RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
-OUTCOME_UNKNOWN = "outcome_unknown"
+OUTCOME_UNKNOWN = FailReason.outcome_unknown
 _OPEN_RUN = (RunState.running, RunState.suspended, RunState.halted)
-
-
-@dataclass(frozen=True)
-class CallsReaped:
-    #: Calls whose lease ran out on this pass.
-    unknown: list[ApiCall] = field(default_factory=list)
-    #: Runs failed ``outcome_unknown`` on this pass.
-    failed: list[Run] = field(default_factory=list)
 
 
 async def reap_calls(rt: Runtime, now: datetime | None = None) -> CallsReaped:
@@ -54,9 +48,8 @@ async def reap_calls(rt: Runtime, now: datetime | None = None) -> CallsReaped:
         if call.recovery_attempts < rt.max_recovery_attempts:
             await api_calls.move(rt.db, call.run_id, call.call_id, expect=(CallStatus.unknown,),
                                  values={"recovery_attempts": call.recovery_attempts + 1},
-                                 where=[api_calls.calls.c.recovery_attempts
-                                        == call.recovery_attempts],
-                                 run=RunChange(where=[runs.state_is(*_OPEN_RUN)]), now=now)
+                                 attempts=call.recovery_attempts,
+                                 run=RunChange(expect=_OPEN_RUN), now=now)
             continue
         failed = await _fail(rt, call, now)
         if failed is not None:
@@ -71,10 +64,10 @@ async def _lapse(rt: Runtime, call: ApiCall, now: datetime) -> ApiCall | None:
               "it may or may not have run. The agent must reconcile it; it is never retried.")
     data = {**external.call_data(call, run), "status": CallStatus.unknown.value}
     change = RunChange(fx=Effects(
-        events=[("lease_lost", {"call_id": call.call_id, "tool": call.tool,
+        events=[(EventKind.lease_lost, {"call_id": call.call_id, "tool": call.tool,
                                 "lease_until": call.lease_until.isoformat()
                                 if call.lease_until else None})],
-        outbox=[notify.notice(run, "call_unknown", channel=rt.approvals_channel,
+        outbox=[outbox.notice(run, "call_unknown", channel=rt.approvals_channel,
                               reason=OUTCOME_UNKNOWN, detail=detail),
                 *external.webhook_rows(run, "call.unknown", data, at=now)],
     ))
@@ -82,7 +75,7 @@ async def _lapse(rt: Runtime, call: ApiCall, now: datetime) -> ApiCall | None:
                                  expect=(CallStatus.executing,), now=now, run=change,
                                  values={"status": CallStatus.unknown.value,
                                          "recovery_attempts": 0},
-                                 where=[api_calls.calls.c.lease_until < now])
+                                 lease_before=now)
     if moved is None:
         return None
     log.warning("run %s: call %s lost its lease; its outcome is unknown", run.id, call.call_id,
@@ -97,7 +90,7 @@ async def _fail(rt: Runtime, call: ApiCall, now: datetime) -> Run | None:
     entry = await ledger.get(rt.db, call.run_id, call.call_id)
     detail = (f"nobody settled {call.tool} within {rt.max_recovery_attempts} recovery "
               "attempts after its lease ran out")
-    fx = calls.failure_effects(run, OUTCOME_UNKNOWN, detail, [entry] if entry else [],
+    fx = held.failure_effects(run, OUTCOME_UNKNOWN, detail, [entry] if entry else [],
                                channel=rt.approvals_channel)
     final = {"run_id": run.id, "state": RunState.failed.value, "reason": OUTCOME_UNKNOWN,
              "answer": None}

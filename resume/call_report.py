@@ -15,16 +15,17 @@ import logging
 from datetime import timedelta
 from typing import Any, Literal
 
-from resume import external, notify
-from resume.notices import EvidenceItem
+from resume import external, outbox
+from resume.outbox import EvidenceItem
 from resume.outcomes import ApiRefusal, ApiRefused, CallState
 from resume.runtime import Runtime
 from store import api_calls, errors, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall, ApiKey
-from store.effects import Effects, LedgerCompletion
+from store.events import EventKind
 from store.records import Run
 from store.states import CallStatus, LedgerStatus
+from store.transitions import Effects, LedgerCompletion
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +52,12 @@ async def report(
     detail = (f"{call.tool} {status}" + (" (after its outcome was unknown)"
                                          if call.status is CallStatus.unknown else ""))
     change = RunChange(fx=Effects(
-        events=[("tool", {"call_id": call_id, "tool": call.tool, "status": status,
+        events=[(EventKind.tool, {"call_id": call_id, "tool": call.tool, "status": status,
                           "key": external.idempotency_key(run_id, call_id), "external": True,
                           "was": call.status.value, "evidence": evidence})],
         ledger=[LedgerCompletion(call_id, LedgerStatus(status),
                                  {"result": result, "evidence": evidence})],
-        outbox=[notify.notice(run, "call_ran", channel=rt.approvals_channel, detail=detail,
+        outbox=[outbox.notice(run, "call_ran", channel=rt.approvals_channel, detail=detail,
                               evidence=[item])],
     ))
     try:

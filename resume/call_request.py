@@ -14,18 +14,19 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from resume import external, notify
-from resume.notices import ApprovalCard, OutboxKind
+from resume import external, outbox
+from resume.outbox import ApprovalCard, OutboxKind
 from resume.outcomes import ApiRefusal, ApiRefused, CallState
 from resume.runtime import Runtime
 from resume.tools import Preview
 from store import api_calls, errors, runs
 from store.api_calls import NewCall, RunChange
 from store.api_records import ApiCall, ApiKey
-from store.effects import Effects
+from store.events import EventKind
 from store.records import Run
-from store.runs import Suspension, state_is
+from store.runs import Suspension
 from store.states import RunState
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def _suspension(rt: Runtime, run: Run, req: CallRequest) -> RunChange:
     token = secrets.token_urlsafe(24)
     card = ApprovalCard(
         run_id=run.id, token=token, requester=run.user_id, question=run.question,
-        tool=req.tool, preview=req.preview.data(), budget=notify.budget_data(run),
+        tool=req.tool, preview=req.preview.data(), budget=outbox.budget_data(run),
         expires_at=(now + ttl).timestamp(), approvers=list(req.approvers) or None,
         channel=rt.approvals_channel,
     ).model_dump(mode="json")
@@ -115,6 +116,6 @@ def _suspension(rt: Runtime, run: Run, req: CallRequest) -> RunChange:
     )
     event = {"call_id": req.call_id, "tool": req.tool, "digest": req.preview.digest(),
              "expires_at": suspension.expires_at.isoformat(), "external": True}
-    return RunChange(where=[state_is(RunState.running)], suspension=suspension,
-                     fx=Effects(events=[("suspended", event)],
+    return RunChange(expect=(RunState.running,), suspension=suspension,
+                     fx=Effects(events=[(EventKind.suspended, event)],
                                 outbox=[(OutboxKind.approval_card.value, card)]))

@@ -7,17 +7,19 @@ import secrets
 from datetime import datetime
 from typing import Any
 
-from resume import budget, notify
-from resume.notices import OutboxKind, WebhookEvent, WebhookType
+from resume import budget, outbox
+from resume.outbox import OutboxKind, WebhookEvent, WebhookType
 from resume.outcomes import ApiRefusal, ApiRefused
 from resume.runtime import Runtime
 from store import api_runs
 from store.api_records import ApiCall, ApiKey, ApiRun
-from store.effects import Effects
+from store.events import EventKind
+from store.reasons import HaltReason
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 
-Row = notify.Row
+Row = outbox.Row
 
 #: How long an execution claim holds without a heartbeat or a result.
 LEASE_SECONDS = 60.0
@@ -75,20 +77,20 @@ def webhook_rows(run: Run, kind: WebhookType, data: dict[str, Any], *, at: datet
     return [(OutboxKind.webhook.value, event.model_dump(mode="json"))]
 
 
-def budget_bound(run: Run, spend_usd: float) -> str | None:
-    """The bound one more call of ``spend_usd`` would pass (``budget:<bound>``), or None."""
+def budget_bound(run: Run, spend_usd: float) -> HaltReason | None:
+    """The bound one more call of ``spend_usd`` would pass, or None."""
     bound = budget.exceeded_before_tool(run)
     if bound is None and run.spend_usd + spend_usd > budget.limits_of(run).max_spend_usd:
-        bound = "budget:spend"
+        bound = HaltReason.budget_spend
     return bound
 
 
-async def halt_for_budget(rt: Runtime, run: Run, bound: str) -> ApiRefused:
+async def halt_for_budget(rt: Runtime, run: Run, bound: HaltReason) -> ApiRefused:
     """running -> halted(bound), the requester told how to continue; the refusal to answer."""
     detail = (f"run {run.id} reached its {bound.removeprefix('budget:')} limit; continue it "
               f"with `/signoff continue {run.id}` to grant more")
-    fx = Effects(events=[("halted", {"reason": bound})],
-                 outbox=[notify.notice(run, "halted", channel=rt.approvals_channel,
+    fx = Effects(events=[(EventKind.halted, {"reason": bound.value})],
+                 outbox=[outbox.notice(run, "halted", channel=rt.approvals_channel,
                                        reason=bound, detail=detail)])
     await api_runs.move(rt.db, run.id, expect=(RunState.running,),
                         values={"state": RunState.halted.value, "halt_reason": bound},

@@ -14,21 +14,22 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from resume import external, notify
-from resume.notices import EvidenceItem
+from resume import external, outbox
+from resume.outbox import EvidenceItem
 from resume.outcomes import ApiRefusal, ApiRefused, ExternalRun
 from resume.runtime import Runtime
 from store import api_calls, api_runs, ledger, runs
 from store.api_records import ApiKey
-from store.effects import CallChange, Effects
+from store.events import EventKind
+from store.reasons import FailReason
 from store.records import LedgerEntry, Run
 from store.states import CallStatus, LedgerStatus, RunState
+from store.transitions import CallChange, Effects
 
 log = logging.getLogger(__name__)
 
-INCOMPLETE = "incomplete"
-CANCELLED = "cancelled"
-_IN_FLIGHT = (CallStatus.executing, CallStatus.unknown)
+INCOMPLETE = FailReason.incomplete
+CANCELLED = FailReason.cancelled
 _UNSETTLED = (CallStatus.pending, CallStatus.approved)
 
 
@@ -49,14 +50,14 @@ async def finish(
     if missing:
         detail = "never ran: " + ", ".join(missing)
         values = {"state": RunState.failed.value, "halt_reason": INCOMPLETE}
-        fx = Effects(events=[("failed", {"reason": INCOMPLETE, "missing": missing})],
-                     outbox=[notify.notice(run, "failed", channel=rt.approvals_channel,
+        fx = Effects(events=[(EventKind.failed, {"reason": INCOMPLETE, "missing": missing})],
+                     outbox=[outbox.notice(run, "failed", channel=rt.approvals_channel,
                                            reason=INCOMPLETE, detail=detail, missing=missing,
                                            evidence=evidence)])
     else:
         values = {"state": RunState.answered.value, "answer": answer}
-        fx = Effects(events=[("answered", {"evidence": [e.tool for e in entries]})],
-                     outbox=[notify.notice(run, "answered", channel=rt.approvals_channel,
+        fx = Effects(events=[(EventKind.answered, {"evidence": [e.tool for e in entries]})],
+                     outbox=[outbox.notice(run, "answered", channel=rt.approvals_channel,
                                            answer=answer, evidence=evidence)])
     return await _end(rt, run, values, fx, closing, expect=(RunState.running,))
 
@@ -70,14 +71,14 @@ async def cancel(rt: Runtime, key: ApiKey, run_id: str) -> ExternalRun | ApiRefu
     if run.state not in open_states:
         return _not_running(run)
     now = rt.now()
-    outbox = []
+    rows = []
     if run.state is RunState.suspended and run.pending_token is not None:
-        outbox.append(notify.card_update(run, run.pending_token, "cancelled", at=now,
+        rows.append(outbox.card_update(run, run.pending_token, "cancelled", at=now,
                                          actor=key.name))
-    outbox.append(notify.notice(run, "cancelled", channel=rt.approvals_channel,
+    rows.append(outbox.notice(run, "cancelled", channel=rt.approvals_channel,
                                 reason=CANCELLED, detail=f"cancelled through API key {key.name}"))
-    fx = Effects(events=[(CANCELLED, {"by": f"api:{key.name}",
-                                      "previous_state": run.state.value})], outbox=outbox)
+    fx = Effects(events=[(EventKind.cancelled, {"by": f"api:{key.name}",
+                                      "previous_state": run.state.value})], outbox=rows)
     closing = await _close_calls(rt, run_id, _UNSETTLED)
     values = {"state": RunState.failed.value, "halt_reason": CANCELLED}
     return await _end(rt, run, values, fx, closing, expect=open_states, in_flight_ok=True)
@@ -100,9 +101,9 @@ async def _end(
              "reason": values.get("halt_reason"), "answer": values.get("answer")}
     fx.calls += closing.calls
     fx.outbox += external.webhook_rows(run, "run.finished", final, at=now)
-    guard = [] if in_flight_ok else [api_calls.none_of_run(*_IN_FLIGHT)]
     ended = await api_runs.move(rt.db, run.id, expect=expect, values=values, now=now, fx=fx,
-                                action=f"external_{values['state']}", where=guard)
+                                action=f"external_{values['state']}",
+                                settled_calls=not in_flight_ok)
     if ended is None:
         current = await runs.get(rt.db, run.id)
         if current.state is RunState.running:

@@ -12,14 +12,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from resume import budget, starting
-from resume.app import SNAPSHOT_VERSION
+from resume import ask, budget
+from resume.apps import SNAPSHOT_VERSION
 from resume.outcomes import ApiRefusal, ApiRefused, ExternalRun
 from resume.runtime import Runtime
 from store import api_runs, runs
 from store.api_records import ApiKey, ApiRun
-from store.effects import Effects
+from store.events import EventKind
 from store.runs import NewRun
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +38,13 @@ async def start_external(
         checked = budget.Limits.model_validate(limits)
     except ValidationError as exc:
         return ApiRefused(ApiRefusal.invalid, f"limits: {exc.errors()[0]['msg']}")
-    new = NewRun(id=starting.new_run_id(), user_id=requester, question=title,
+    new = NewRun(id=ask.new_run_id(), user_id=requester, question=title,
                  limits=checked.model_dump(), owner_id=rt.owner_id,
                  snapshot_version=SNAPSHOT_VERSION, app_fingerprint=api_runs.EXTERNAL_FINGERPRINT,
                  slack_channel=rt.approvals_channel)
     origin = api_runs.Origin(key_id=key.id, idempotency_key=idempotency_key,
                              request_digest=request_digest, external=True)
-    fx = Effects(events=[("started_external", {"key": key.name, "requester": requester,
+    fx = Effects(events=[(EventKind.started_external, {"key": key.name, "requester": requester,
                                                "limits": checked.model_dump()})])
     created = await api_runs.create_external(rt.db, new, origin, now=rt.now(), fx=fx)
     if isinstance(created, ApiRun):

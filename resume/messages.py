@@ -4,7 +4,7 @@ These models are the canonical format of ``run_messages.message``: a run's messa
 are stored as ``message.model_dump(mode="json")`` and read back with
 ``Message.model_validate(row)``. Resuming a run hands exactly these back to the
 model, so nothing provider-specific lives here; adapters such as
-``resume.openai_compat`` translate at the edge.
+``resume.openai_model`` translate at the edge.
 
 All models are frozen: a message, once appended to a run, is a fact.
 """

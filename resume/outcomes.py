@@ -1,26 +1,75 @@
-"""Named, typed outcomes of the entry points, for the bot to render."""
+"""What each entry of ``resume`` returns: small, typed outcomes for a door to render.
+
+A door (the Slack listeners, the CLI, the scheduler, the HTTP API) calls an
+entry and translates its outcome to its own wire format. An outcome that
+leaves the run running carries a ``drive`` (``resume.drive.Drive``): the door
+awaits ``outcome.drive.go()``, or spawns it after answering, the same way for
+every entry.
+
+==========================  ==========================================================
+entry                       outcome
+==========================  ==========================================================
+``ask.ask``                 ``Asked``
+``decide.refusal``          ``Refusal | None`` (read-only: would a decision be taken?)
+``decide.decide``           ``Claimed | Refusal``
+``proceed.proceed``         ``CallOutcome``
+``grant.grant_continue``    ``Continued | ContinueRefused``
+``cancel.cancel``           ``Cancelled | CancelRefused``
+``expire.expire_suspended`` ``list[Run]`` (the runs as halted)
+``reap.recover_orphans``    ``RecoveryReport``
+``purge.purge``             ``int`` (runs deleted)
+==========================  ==========================================================
+
+The HTTP API's runs and calls have their own entries, each returning its
+outcome or an ``ApiRefused``: ``hosted_start.start_hosted`` (``HostedRun``,
+through ``ask``), ``external_start.start_external`` (``ExternalRun``),
+``call_request.request_call`` (``CallState``), ``call_execute.execute``
+(``ExecutionClaimed``), ``call_report.report`` and ``heartbeat``
+(``CallState``), ``external_end.finish`` and ``cancel`` (``ExternalRun``);
+the reaper's ``call_reap.reap_calls`` (``CallsReaped``).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from resume.notices import FieldChange
+from resume.outbox import FieldChange
 from store.api_records import ApiCall
+from store.reasons import RefusalReason
 from store.records import Run
+
+if TYPE_CHECKING:
+    from resume.drive import Drive
+
+#: What a person decided on a pending request.
+Decision = Literal["approve", "decline"]
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The run was created, running and held by this process; ``drive`` carries it on."""
+
+    run: Run
+    drive: Drive
+
+
+# A decision that changed nothing: why.
 
 
 @dataclass(frozen=True)
 class UnknownOrExpired:
-    """The token names no open request: never issued, expired, or superseded."""
+    """The token names no open request: never issued, expired, superseded or closed."""
 
-    reason: Literal["unknown", "expired", "superseded", "closed"]
+    reason: RefusalReason
 
 
 @dataclass(frozen=True)
 class NotAnApprover:
+    """The approvers policy of the tool does not include ``actor``."""
+
     actor: str
     requester: str
     approvers: list[str] | None  #: None: only the requester, or ``policy``
@@ -29,43 +78,60 @@ class NotAnApprover:
 
 @dataclass(frozen=True)
 class AlreadyResumed:
+    """Someone decided first: what, who and when."""
+
     decision: str
     by: str
     at: datetime
 
 
+Refusal = UnknownOrExpired | NotAnApprover | AlreadyResumed
+
+
 @dataclass(frozen=True)
 class Claimed:
-    """The click won; the run is running again under this process's lease."""
+    """The decision won; the run is running again under this process's lease.
+
+    ``drive`` carries it on (``proceed.proceed`` does, and says what became of ``call_id``).
+    """
 
     run: Run
     call_id: str
-    decision: Literal["approve", "decline"]
+    decision: Decision
+    drive: Drive
 
 
-# What happened to the approved call once the run resumed.
+# What happened to the decided call once the run went on.
 
 
 @dataclass(frozen=True)
 class Executed:
+    """The tool ran (or was found to have run) and succeeded."""
+
     run: Run
     result: object
 
 
 @dataclass(frozen=True)
 class Declined:
+    """The decline (and its reason) went to the model as the call's result."""
+
     run: Run
     reason: str | None
 
 
 @dataclass(frozen=True)
 class DetailsChanged:
+    """The preview changed since the card was shown: a new card asks again."""
+
     run: Run
     changes: list[FieldChange]
 
 
 @dataclass(frozen=True)
 class Blocked:
+    """The tool's guard refused the call against the world as it is now."""
+
     run: Run
     code: str
     message: str
@@ -73,6 +139,8 @@ class Blocked:
 
 @dataclass(frozen=True)
 class NoLongerPermitted:
+    """The requester's scope no longer permits the tool: the run halted."""
+
     run: Run
 
 
@@ -84,10 +152,61 @@ class Stopped:
 
 
 CallOutcome = Executed | Declined | DetailsChanged | Blocked | NoLongerPermitted | Stopped
-Refusal = UnknownOrExpired | NotAnApprover | AlreadyResumed
 
 
-# The HTTP API's external runs and calls: what each entry hands back to the API door.
+@dataclass(frozen=True)
+class Continued:
+    """The grant was made; ``drive`` carries the running run on."""
+
+    run: Run
+    previous_reason: str | None
+    old_limits: dict[str, Any]
+    new_limits: dict[str, Any]
+    drive: Drive
+
+
+@dataclass(frozen=True)
+class ContinueRefused:
+    """``not_found`` (missing, or someone else's) or ``not_halted``; nothing granted."""
+
+    reason: RefusalReason
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The run failed ``cancelled``; an open card lost its buttons."""
+
+    run: Run
+
+
+@dataclass(frozen=True)
+class CancelRefused:
+    """``not_found`` or ``not_cancellable`` (running, answered or failed); nothing changed."""
+
+    reason: RefusalReason
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """One reaper pass."""
+
+    #: Runs taken over and driven, as they stood when their drive stopped.
+    recovered: list[Run] = field(default_factory=list)
+    #: Runs that hit the recovery cap and were failed ``recovery_exhausted``.
+    exhausted: list[Run] = field(default_factory=list)
+    #: Ids of runs taken over whose drive stopped on an unreachable database;
+    #: they stay ``running`` and the next pass takes them over again.
+    interrupted: list[str] = field(default_factory=list)
+    #: External calls whose lease ran out, and runs failed because one stayed unknown.
+    calls: CallsReaped = field(default_factory=lambda: CallsReaped())
+
+    @property
+    def empty(self) -> bool:
+        return not (self.recovered or self.exhausted or self.interrupted
+                    or self.calls.unknown or self.calls.failed)
+
+
+# The HTTP API's external runs and calls.
 
 
 class ApiRefusal(StrEnum):
@@ -101,7 +220,7 @@ class ApiRefusal(StrEnum):
     idempotency_conflict = "idempotency_conflict"
     #: The run is not in a state that allows this (waiting on a call, halted, ended).
     run_not_running = "run_not_running"
-    #: The call is not approved: the message and ``details`` name its status.
+    #: The call is not approved: ``details`` names its status.
     not_approved = "not_approved"
     #: Another caller holds the call's execution claim.
     already_executing = "already_executing"
@@ -113,13 +232,13 @@ class ApiRefusal(StrEnum):
     blocked = "blocked"
     #: The requester may no longer make the call: the run halted.
     no_longer_permitted = "no_longer_permitted"
-    #: The call is not executing (or unknown), so there is nothing to report or extend.
+    #: The call is not executing (or unknown): nothing to report on or extend.
     not_executing = "not_executing"
     #: A budget bound is reached: the run halted until its requester continues it.
     budget_exceeded = "budget_exceeded"
     #: Calls are still executing or unknown, so the run cannot finish yet.
     calls_in_flight = "calls_in_flight"
-    #: The request is well-formed but cannot be stored (too large, not JSON).
+    #: Well-formed, but cannot be stored (too large, not JSON).
     invalid = "invalid"
 
 
@@ -132,7 +251,7 @@ class ApiRefused:
 
 @dataclass(frozen=True)
 class ExternalRun:
-    """An external run as created (``created``) or found again under its idempotency key."""
+    """An external run as created (``created``), found again, or ended."""
 
     run: Run
     created: bool
@@ -152,3 +271,11 @@ class ExecutionClaimed:
     call: ApiCall
     idempotency_key: str
     lease_seconds: float
+
+
+@dataclass(frozen=True)
+class CallsReaped:
+    #: Calls whose lease ran out on this pass.
+    unknown: list[ApiCall] = field(default_factory=list)
+    #: Runs failed ``outcome_unknown`` on this pass.
+    failed: list[Run] = field(default_factory=list)

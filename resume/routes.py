@@ -2,7 +2,7 @@
 
 A router's choice is an event of the run (router name, route, basis, how it
 was decided, route-table digest), written when the run is created, in the same
-transaction (``choose``, from ``resume.starting.begin``). Every drive reads it
+transaction (``choose``, from ``resume.ask.ask``). Every drive reads it
 back (``route_for``): the route function is never consulted once the run
 exists, so a crash or a halt during the first model call cannot re-decide.
 """
@@ -19,11 +19,9 @@ from pydantic import BaseModel, ConfigDict
 
 from store import events
 from store.engine import Database
+from store.events import EventKind
+from store.reasons import FailReason
 from store.records import Run
-
-ROUTE_EVENT = "route"
-#: Recorded at start instead of a route when the router could place the run nowhere.
-NO_ROUTE_EVENT = "no_route"
 
 
 class Branch(BaseModel):
@@ -76,7 +74,7 @@ class Routed:
 class Choice:
     """The router's answer for a new run: the event to record with it (and its route)."""
 
-    kind: str  #: ROUTE_EVENT or NO_ROUTE_EVENT
+    kind: EventKind  #: route, or no_route when the router placed the run nowhere
     data: dict[str, object]
     route: str | None
 
@@ -85,7 +83,7 @@ class Choice:
 class RouteFailure:
     #: no_route: the router placed the run nowhere at start; route_lost: no route is
     #: recorded for the run; route_table_changed: the recorded route's table changed since.
-    reason: Literal["no_route", "route_lost", "route_table_changed"]
+    reason: FailReason
     detail: str
 
 
@@ -101,7 +99,7 @@ async def choose(router: Router, question: str, user_id: str) -> Choice:
         return _nowhere(router, f"router {router.name!r} could not choose a branch for this "
                         "request" + (f" (it answered unknown route {decision.route!r})"
                                      if decision else ""))
-    return Choice(ROUTE_EVENT, {
+    return Choice(EventKind.route, {
         "router": router.name,
         "route": decision.route,
         "basis": decision.basis,
@@ -111,7 +109,7 @@ async def choose(router: Router, question: str, user_id: str) -> Choice:
 
 
 def _nowhere(router: Router, detail: str) -> Choice:
-    return Choice(NO_ROUTE_EVENT, {"router": router.name, "detail": detail}, None)
+    return Choice(EventKind.no_route, {"router": router.name, "detail": detail}, None)
 
 
 async def route_for(db: Database, router: Router, run: Run) -> Routed | RouteFailure:
@@ -120,25 +118,25 @@ async def route_for(db: Database, router: Router, run: Run) -> Routed | RouteFai
     Never asks the route function (``choose`` did, when the run was created).
     A run without a recorded route, or whose route table changed since, fails loudly.
     """
-    recorded = await _recorded(db, router, run, ROUTE_EVENT)
+    recorded = await _recorded(db, router, run, EventKind.route)
     if recorded is None:
-        nowhere = await _recorded(db, router, run, NO_ROUTE_EVENT)
+        nowhere = await _recorded(db, router, run, EventKind.no_route)
         if nowhere is not None:
-            return RouteFailure("no_route", str(nowhere.get("detail", "")))
+            return RouteFailure(FailReason.no_route, str(nowhere.get("detail", "")))
         return RouteFailure(
-            "route_lost",
+            FailReason.route_lost,
             f"no route is recorded for run {run.id} and router {router.name!r} (it has taken "
             f"{run.step} step(s)); refusing to re-decide or fall through",
         )
     if recorded.get("table_digest") != router.digest():
         return RouteFailure(
-            "route_table_changed",
+            FailReason.route_table_changed,
             f"router {router.name!r} chose {recorded.get('route')!r} under a route table that "
             "has changed since; the run is not continued on a table it was not routed by",
         )
     branch = router.table.get(str(recorded["route"]))
     if branch is None:  # pragma: no cover - a changed table changes the digest
-        return RouteFailure("route_table_changed", f"route {recorded['route']!r} is gone")
+        return RouteFailure(FailReason.route_table_changed, f"route {recorded['route']!r} is gone")
     return Routed(str(recorded["route"]), branch)
 
 

@@ -7,17 +7,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from resume.app import App
+from resume.apps import App
 from resume.budget import GrantPolicy
 from store.engine import Database
+
+# The defaults, defined here once; ``bot.config`` reads them for its settings.
 
 #: How long an approval request stays open. The window bounds how stale an
 #: approved artefact can be (prices, credit status, stock move while a card
 #: waits); it is not a convenience setting. Raise it only with that in mind.
-SUSPENSION_TTL = timedelta(minutes=30)
-ORPHAN_AFTER = timedelta(seconds=90)
+SUSPENSION_TTL_MINUTES = 30
+SUSPENSION_TTL = timedelta(minutes=SUSPENSION_TTL_MINUTES)
+#: A running run whose heartbeat is older than this is an orphan: its holder died or hangs.
+ORPHAN_AFTER_SECONDS = 90
+ORPHAN_AFTER = timedelta(seconds=ORPHAN_AFTER_SECONDS)
+#: Takeovers of one run before it fails ``recovery_exhausted``.
 MAX_RECOVERY_ATTEMPTS = 2
-RETENTION = timedelta(days=30)
+#: How long answered, halted and failed runs are kept before they are purged.
+RETENTION_DAYS = 30
+RETENTION = timedelta(days=RETENTION_DAYS)
 
 
 def utcnow() -> datetime:

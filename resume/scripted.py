@@ -10,13 +10,19 @@ where it stopped.
         Message.assistant(None, [ToolCall(name="draft_quote", arguments={"customer": "Acme"})]),
         "Drafted and sent the quote.",
     ])
+
+A script that decides from the conversation so far (so it resumes anywhere)
+reads a tool's result with ``result_of`` and answers with ``call`` (one tool
+call) or ``did_not_finish`` (the final answer after an error result).
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from resume.messages import Message, ModelReply, ToolCall, ToolSpec, Usage
 
@@ -137,3 +143,23 @@ def _with_ids(message: Message, history: Sequence[Message]) -> Message:
             used.add(call.id)
         calls.append(call)
     return message.model_copy(update={"tool_calls": calls})
+
+
+def result_of(message: Message) -> dict[str, Any]:
+    """A tool message's result: a JSON object as is, other JSON as ``value``, else ``raw``."""
+    try:
+        data = json.loads(message.content or "{}")
+    except json.JSONDecodeError:
+        data = {"raw": message.content}
+    return data if isinstance(data, dict) else {"value": data}
+
+
+def call(name: str, **arguments: Any) -> Message:
+    """The assistant's turn that calls one tool."""
+    return Message.assistant(None, [ToolCall(name=name, arguments=arguments)])
+
+
+def did_not_finish(error: Mapping[str, Any]) -> Message:
+    """The final answer after a tool call came back as an error (refused, guarded, ...)."""
+    reason = f" ({error['reason']})" if error.get("reason") else ""
+    return Message.assistant(f"I did not finish: {error.get('message') or error['error']}{reason}")

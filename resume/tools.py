@@ -11,7 +11,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from resume.messages import ToolSpec
-from resume.notices import FieldChange, PreviewData
+from resume.outbox import FieldChange, PreviewData
 from resume.scope import Scope
 from store.records import Run
 

@@ -9,7 +9,7 @@ at all. Every change wakes the call's waiters at commit (``store.call_watch``).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -20,14 +20,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import call_watch, codec, schema
 from store.api_records import ApiCall
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
-from store.runs import Suspension, transition
+from store.runs import Suspension
 from store.states import CallStatus, LedgerStatus, RunState
+from store.transitions import Effects, state_is, transition
 
 calls = schema.api_calls
 owners = schema.api_runs
+runs_t = schema.runs
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,12 @@ class NewCall:
 class RunChange:
     """What the call's run does in the same transaction: its guard, new values and effects."""
 
-    where: Sequence[ColumnElement[bool]] = ()
+    #: The states the run must be in (any, when empty).
+    expect: tuple[RunState, ...] = ()
     values: dict[str, Any] = field(default_factory=dict)
     fx: Effects = field(default_factory=Effects)
+    #: Charge the run's budget: one more tool call, and this spend.
+    charge_spend_usd: float | None = None
     #: A new approval card for the call (the run suspends for it).
     suspension: Suspension | None = None
     #: Record the call as ``started`` in the ledger, under this idempotency key.
@@ -97,10 +101,16 @@ async def request(
 async def move(
     db: Database, run_id: str, call_id: str, *, expect: Collection[CallStatus],
     values: dict[str, Any], run: RunChange, now: datetime,
-    where: Sequence[ColumnElement[bool]] = (),
+    lease_before: datetime | None = None, attempts: int | None = None,
 ) -> tuple[ApiCall, Run] | None:
-    """Move the call from one of ``expect`` (and ``where``) with ``values``, and its run by
-    ``run``; None, with nothing written, when either guard does not match."""
+    """Move the call from one of ``expect`` with ``values``, and its run by ``run``; None,
+    with nothing written, when either guard does not match. ``lease_before``: only if the
+    call's lease ran out before then; ``attempts``: only at this recovery attempt count."""
+    where: list[ColumnElement[bool]] = []
+    if lease_before is not None:
+        where.append(calls.c.lease_until < lease_before)
+    if attempts is not None:
+        where.append(calls.c.recovery_attempts == attempts)
     stmt = (
         update(calls)
         .where(calls.c.run_id == run_id, calls.c.call_id == call_id,
@@ -127,7 +137,11 @@ async def _run_side(
     values = dict(run.values)
     if run.suspension is not None:
         values.update(suspended_values(run.suspension))
-    moved = await transition(conn, run_id=run_id, where=run.where, values=values, fx=run.fx,
+    if run.charge_spend_usd is not None:
+        values.update(tool_calls=runs_t.c.tool_calls + 1,
+                      spend_usd=runs_t.c.spend_usd + run.charge_spend_usd)
+    where = [state_is(*run.expect)] if run.expect else []
+    moved = await transition(conn, run_id=run_id, where=where, values=values, fx=run.fx,
                              now=now, action=f"call_{call_id}")
     if moved is None:
         raise _Refused()
@@ -149,7 +163,7 @@ async def _run_side(
 
 def none_of_run(*statuses: CallStatus) -> ColumnElement[bool]:
     """For a run transition: the run has no call in one of ``statuses`` (checked in its UPDATE)."""
-    return ~exists().where(calls.c.run_id == schema.runs.c.id,
+    return ~exists().where(calls.c.run_id == runs_t.c.id,
                            calls.c.status.in_([s.value for s in statuses]))
 
 

@@ -8,7 +8,6 @@ claims, expiry and outbox as a hosted run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,13 +15,13 @@ from typing import Any
 from sqlalchemy import ColumnElement, insert, literal_column, select
 from sqlalchemy.exc import IntegrityError
 
-from store import codec, schema
+from store import api_calls, codec, schema
 from store.api_records import ApiRun
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
-from store.runs import NewRun, state_is, transition
-from store.states import RunState
+from store.runs import NewRun
+from store.states import CallStatus, RunState
+from store.transitions import Effects, state_is, transition
 
 owners = schema.api_runs
 #: ``runs.app_fingerprint`` of an external run: no app of ours defines its tools, and
@@ -115,10 +114,13 @@ async def owned(db: Database, run_id: str, key_id: str) -> tuple[Run, ApiRun] | 
 
 async def move(
     db: Database, run_id: str, *, expect: tuple[RunState, ...], values: dict[str, Any],
-    now: datetime, fx: Effects, action: str, where: Sequence[ColumnElement[bool]] = (),
+    now: datetime, fx: Effects, action: str, settled_calls: bool = False,
 ) -> Run | None:
     """An external run from one of ``expect`` to ``values`` (halt, finish, fail, cancel),
-    with ``fx``; None, with nothing written, when it is not in one of those states."""
+    with ``fx``; None, with nothing written, when it is not in one of those states (or,
+    with ``settled_calls``, while one of its calls is executing or unknown)."""
+    where = [api_calls.none_of_run(CallStatus.executing, CallStatus.unknown)] \
+        if settled_calls else []
     async with db.write() as conn:
         return await transition(conn, run_id=run_id,
                                 where=[state_is(*expect), runs_t.c.app_fingerprint == EXTERNAL,

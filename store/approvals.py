@@ -9,11 +9,12 @@ from store import schema
 from store.engine import Database
 from store.records import Approval
 
-a = schema.approvals
+APPROVALS = schema.approvals
 
 
 async def get_in(conn: AsyncConnection, token: str) -> Approval | None:
-    row = (await conn.execute(select(a).where(a.c.token == token))).mappings().first()
+    stmt = select(APPROVALS).where(APPROVALS.c.token == token)
+    row = (await conn.execute(stmt)).mappings().first()
     return Approval.from_row(row) if row is not None else None
 
 
@@ -24,9 +25,9 @@ async def get(db: Database, token: str) -> Approval | None:
 
 async def for_run(db: Database, run_id: str) -> list[Approval]:
     async with db.read() as conn:
-        rows = (
-            await conn.execute(select(a).where(a.c.run_id == run_id).order_by(a.c.created_at))
-        ).mappings().all()
+        stmt = (select(APPROVALS).where(APPROVALS.c.run_id == run_id)
+                .order_by(APPROVALS.c.created_at))
+        rows = (await conn.execute(stmt)).mappings().all()
     return [Approval.from_row(r) for r in rows]
 
 
@@ -34,5 +35,7 @@ async def set_card_ref(db: Database, token: str, channel: str, ts: str) -> None:
     """Remember where the card for ``token`` was posted, so it can be updated later."""
     async with db.write() as conn:
         await conn.execute(
-            update(a).where(a.c.token == token).values(slack_channel=channel, slack_ts=ts)
+            update(APPROVALS)
+            .where(APPROVALS.c.token == token)
+            .values(slack_channel=channel, slack_ts=ts)
         )

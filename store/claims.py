@@ -9,33 +9,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import ColumnElement, select, update
 
 from store import approvals as approvals_store
 from store import codec, schema
-from store.effects import Effects
 from store.engine import Database
+from store.reasons import FailReason, HaltReason, RefusalReason
 from store.records import Approval, Run
-from store.runs import state_is, transition
 from store.states import RunState
+from store.transitions import Effects, state_is, transition
 
-t = schema.runs
-a = schema.approvals
-
-Refusal = Literal["unknown_token", "already_decided", "expired", "superseded", "not_suspended"]
-
+RUNS = schema.runs
+APPROVALS = schema.approvals
 
 @dataclass(frozen=True)
-class Claimed:
+class ClaimWon:
     run: Run
     approval: Approval
 
 
 @dataclass(frozen=True)
 class ClaimRefused:
-    reason: Refusal
+    reason: RefusalReason
     approval: Approval | None
     run: Run | None
 
@@ -50,7 +47,7 @@ async def claim(
     owner_id: str,
     now: datetime,
     fx: Effects,
-) -> Claimed | ClaimRefused:
+) -> ClaimWon | ClaimRefused:
     """suspended -> running for the holder of ``token``; records the decision.
 
     The winner gets the run with a new lease (epoch + 1) owned by ``owner_id``,
@@ -68,50 +65,50 @@ async def claim(
         run = await transition(
             conn,
             run_id=None,  # pending_token is unique: it names the run
-            where=[t.c.pending_token == token, state_is(RunState.suspended),
-                   t.c.expires_at > now],
+            where=[RUNS.c.pending_token == token, state_is(RunState.suspended),
+                   RUNS.c.expires_at > now],
             values={"state": RunState.running.value, "owner_id": owner_id,
-                    "lease_epoch": t.c.lease_epoch + 1, "heartbeat_at": now},
+                    "lease_epoch": RUNS.c.lease_epoch + 1, "heartbeat_at": now},
             fx=fx, now=now, action="claim",
         )
         if run is not None:
             decided = (await conn.execute(
-                update(a)
-                .where(a.c.token == token)
+                update(APPROVALS)
+                .where(APPROVALS.c.token == token)
                 .values(decision=decision, decided_by=actor, decided_at=now, reason=reason)
-                .returning(*a.c)
+                .returning(*APPROVALS.c)
             )).mappings().one()
-            return Claimed(run, Approval.from_row(decided))
+            return ClaimWon(run, Approval.from_row(decided))
         # Refused. Read after the UPDATE: on PostgreSQL the winner may have committed
         # while we waited on its row lock, and this is what it left.
         approval = await approvals_store.get_in(conn, token)
         if approval is None:
-            return ClaimRefused("unknown_token", None, None)
-        current_stmt = select(t).where(t.c.id == approval.run_id)
+            return ClaimRefused(RefusalReason.unknown, None, None)
+        current_stmt = select(RUNS).where(RUNS.c.id == approval.run_id)
         current = (await conn.execute(current_stmt)).mappings().first()
     current_run = Run.from_row(current) if current is not None else None
     return ClaimRefused(_why_refused(approval, current_run, token, now), approval, current_run)
 
 
-def _why_refused(approval: Approval, run: Run | None, token: str, now: datetime) -> Refusal:
+def _why_refused(
+    approval: Approval, run: Run | None, token: str, now: datetime
+) -> RefusalReason:
     if approval.decided_by is not None:
-        return "already_decided"
+        return RefusalReason.already_decided
     if run is None:
-        return "unknown_token"
+        return RefusalReason.unknown
     if run.state is RunState.suspended and run.pending_token == token:
-        return "expired"  # still suspended with this token: only the expiry guard refused
+        # Still suspended with this token: only the expiry guard refused.
+        return RefusalReason.expired
     if run.pending_token != token and run.state in (RunState.suspended, RunState.running):
-        return "superseded"
-    if run.halt_reason == "suspension_expired":
-        return "expired"
-    return "not_suspended"
-
-
-ContinueRefusal = Literal["not_found", "not_halted"]
+        return RefusalReason.superseded
+    if run.halt_reason == HaltReason.suspension_expired:
+        return RefusalReason.expired
+    return RefusalReason.closed
 
 
 def _at_epoch(epoch: int | None) -> list[ColumnElement[bool]]:
-    return [] if epoch is None else [t.c.lease_epoch == epoch]
+    return [] if epoch is None else [RUNS.c.lease_epoch == epoch]
 
 
 async def continue_halted(
@@ -124,7 +121,7 @@ async def continue_halted(
     now: datetime,
     fx: Effects,
     epoch: int | None = None,
-) -> Run | ContinueRefusal:
+) -> Run | RefusalReason:
     """halted -> running with new limits, for the run's own requester only.
 
     Someone else's run answers ``not_found``, exactly like a missing one, so run
@@ -136,14 +133,14 @@ async def continue_halted(
         run = await transition(
             conn,
             run_id=run_id,
-            where=[state_is(RunState.halted), t.c.user_id == user_id, *_at_epoch(epoch)],
+            where=[state_is(RunState.halted), RUNS.c.user_id == user_id, *_at_epoch(epoch)],
             values={
                 "state": RunState.running.value,
                 "limits": codec.dumps(limits, what="limits"),
                 "halt_reason": None,
                 "pending_token": None,
                 "owner_id": owner_id,
-                "lease_epoch": t.c.lease_epoch + 1,
+                "lease_epoch": RUNS.c.lease_epoch + 1,
                 "heartbeat_at": now,
             },
             fx=fx,
@@ -153,17 +150,17 @@ async def continue_halted(
         if run is not None:
             return run
         row = (
-            await conn.execute(select(t.c.user_id).where(t.c.id == run_id))
+            await conn.execute(select(RUNS.c.user_id).where(RUNS.c.id == run_id))
         ).first()
     if row is None or row.user_id != user_id:
-        return "not_found"
-    return "not_halted"
+        return RefusalReason.not_found
+    return RefusalReason.not_halted
 
 
 async def cancel(
     db: Database, run_id: str, *, user_id: str, now: datetime, fx: Effects,
     epoch: int | None = None,
-) -> Run | ContinueRefusal:
+) -> Run | RefusalReason:
     """suspended|halted -> failed(cancelled), for the run's own requester only.
 
     With ``epoch``, only if the run is still at the lease epoch the caller read
@@ -173,11 +170,11 @@ async def cancel(
         run = await transition(
             conn,
             run_id=run_id,
-            where=[state_is(RunState.suspended, RunState.halted), t.c.user_id == user_id,
+            where=[state_is(RunState.suspended, RunState.halted), RUNS.c.user_id == user_id,
                    *_at_epoch(epoch)],
             values={
                 "state": RunState.failed.value,
-                "halt_reason": "cancelled",
+                "halt_reason": FailReason.cancelled.value,
                 "pending_token": None,
                 "heartbeat_at": None,
             },
@@ -187,7 +184,7 @@ async def cancel(
         )
         if run is not None:
             return run
-        row = (await conn.execute(select(t.c.user_id).where(t.c.id == run_id))).first()
+        row = (await conn.execute(select(RUNS.c.user_id).where(RUNS.c.id == run_id))).first()
     if row is None or row.user_id != user_id:
-        return "not_found"
-    return "not_halted"
+        return RefusalReason.not_found
+    return RefusalReason.not_cancellable

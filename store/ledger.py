@@ -11,16 +11,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Select, insert, select, update
 
 from store import codec, errors, schema
 from store.engine import Database
 from store.records import LedgerEntry
-from store.runs import state_is
 from store.states import LedgerStatus, RunState
+from store.transitions import state_is
 
-c = schema.tool_calls
-r = schema.runs
+CALLS = schema.tool_calls
+RUNS = schema.runs
 
 
 async def start(
@@ -43,19 +43,17 @@ async def start(
     encoded = codec.dumps(args, what=f"arguments of {tool}")
     async with db.write() as conn:
         held = await conn.execute(
-            update(r)
-            .where(r.c.id == run_id, state_is(RunState.running), r.c.lease_epoch == epoch)
+            update(RUNS)
+            .where(RUNS.c.id == run_id, state_is(RunState.running), RUNS.c.lease_epoch == epoch)
             .values(heartbeat_at=now)
         )
         if held.rowcount != 1:
             raise errors.LeaseLost(run_id, epoch)
-        existing = (
-            await conn.execute(select(c).where(c.c.run_id == run_id, c.c.call_id == call_id))
-        ).mappings().first()
+        existing = (await conn.execute(_one(run_id, call_id))).mappings().first()
         if existing is not None:
             return LedgerEntry.from_row(existing)
         await conn.execute(
-            insert(c).values(
+            insert(CALLS).values(
                 run_id=run_id, call_id=call_id, tool=tool, args=encoded,
                 idempotency_key=idempotency_key, status=LedgerStatus.started.value,
                 started_at=now,
@@ -65,11 +63,13 @@ async def start(
                        None, now, None)
 
 
+def _one(run_id: str, call_id: str) -> Select[Any]:
+    return select(CALLS).where(CALLS.c.run_id == run_id, CALLS.c.call_id == call_id)
+
+
 async def get(db: Database, run_id: str, call_id: str) -> LedgerEntry | None:
     async with db.read() as conn:
-        row = (
-            await conn.execute(select(c).where(c.c.run_id == run_id, c.c.call_id == call_id))
-        ).mappings().first()
+        row = (await conn.execute(_one(run_id, call_id))).mappings().first()
     return LedgerEntry.from_row(row) if row is not None else None
 
 
@@ -78,7 +78,9 @@ async def for_run(db: Database, run_id: str) -> list[LedgerEntry]:
     async with db.read() as conn:
         rows = (
             await conn.execute(
-                select(c).where(c.c.run_id == run_id).order_by(c.c.started_at, c.c.call_id)
+                select(CALLS)
+                .where(CALLS.c.run_id == run_id)
+                .order_by(CALLS.c.started_at, CALLS.c.call_id)
             )
         ).mappings().all()
     return [LedgerEntry.from_row(row) for row in rows]

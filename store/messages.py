@@ -13,13 +13,13 @@ from sqlalchemy import select
 from store import codec, schema
 from store.engine import Database
 
-m = schema.run_messages
+MESSAGES = schema.run_messages
 
 
 async def load(db: Database, run_id: str) -> list[dict[str, Any]]:
     """Every message of the run, in order."""
     async with db.read() as conn:
-        rows = (
-            await conn.execute(select(m.c.message).where(m.c.run_id == run_id).order_by(m.c.seq))
-        ).all()
+        stmt = (select(MESSAGES.c.message).where(MESSAGES.c.run_id == run_id)
+                .order_by(MESSAGES.c.seq))
+        rows = (await conn.execute(stmt)).all()
     return [codec.loads(r.message) for r in rows]

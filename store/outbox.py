@@ -20,9 +20,9 @@ from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
 
-o = schema.outbox
+OUTBOX = schema.outbox
 # A literal, not a bind parameter, so the partial index on pending rows is provable.
-_PENDING = o.c.state == literal_column("'pending'")
+_PENDING = OUTBOX.c.state == literal_column("'pending'")
 
 
 #: The kind of the rows an API key's webhook receives; every other kind goes to Slack.
@@ -43,17 +43,18 @@ async def pick_due(
     Slack rows and webhook rows (``webhooks=True``) are two queues with their own
     senders: a webhook receiver that is down never holds up a run's Slack messages.
     """
-    earlier = aliased(o)
+    earlier = aliased(OUTBOX)
     blocked = exists().where(
-        earlier.c.run_id == o.c.run_id,
+        earlier.c.run_id == OUTBOX.c.run_id,
         earlier.c.state == literal_column("'pending'"),
-        earlier.c.id < o.c.id,
+        earlier.c.id < OUTBOX.c.id,
         _for_webhooks(earlier, webhooks),
     )
     candidates = (
-        select(o.c.id)
-        .where(_PENDING, o.c.next_attempt_at <= now, _for_webhooks(o, webhooks), ~blocked)
-        .order_by(o.c.id)
+        select(OUTBOX.c.id)
+        .where(_PENDING, OUTBOX.c.next_attempt_at <= now, _for_webhooks(OUTBOX, webhooks),
+               ~blocked)
+        .order_by(OUTBOX.c.id)
         .limit(limit)
     )
     if not db.is_sqlite:
@@ -63,10 +64,10 @@ async def pick_due(
     # lock and LIMIT moves on to the next, so every due row was leased, not ``limit``.
     due = candidates.cte("due").prefix_with("MATERIALIZED", dialect="postgresql")
     stmt = (
-        update(o)
-        .where(o.c.id.in_(select(due.c.id)), _PENDING)
-        .values(next_attempt_at=now + lease, attempts=o.c.attempts + 1)
-        .returning(*o.c)
+        update(OUTBOX)
+        .where(OUTBOX.c.id.in_(select(due.c.id)), _PENDING)
+        .values(next_attempt_at=now + lease, attempts=OUTBOX.c.attempts + 1)
+        .returning(*OUTBOX.c)
     )
     async with db.write() as conn:
         rows = (await conn.execute(stmt)).mappings().all()
@@ -99,24 +100,24 @@ async def mark_dead(
 
 async def _set(db: Database, row_id: int, attempts: int | None, **values: object) -> bool:
     """True when this caller still held the row and settled it."""
-    where = [o.c.id == row_id, _PENDING]
+    where = [OUTBOX.c.id == row_id, _PENDING]
     if attempts is not None:
-        where.append(o.c.attempts == attempts)
+        where.append(OUTBOX.c.attempts == attempts)
     async with db.write() as conn:
-        result = await conn.execute(update(o).where(and_(*where)).values(**values))
+        result = await conn.execute(update(OUTBOX).where(and_(*where)).values(**values))
     return result.rowcount == 1
 
 
 async def for_run(db: Database, run_id: str) -> list[OutboxRow]:
     async with db.read() as conn:
-        rows = (
-            await conn.execute(select(o).where(o.c.run_id == run_id).order_by(o.c.id))
-        ).mappings().all()
+        stmt = select(OUTBOX).where(OUTBOX.c.run_id == run_id).order_by(OUTBOX.c.id)
+        rows = (await conn.execute(stmt)).mappings().all()
     return [OutboxRow.from_row(r) for r in rows]
 
 
 async def counts(db: Database) -> dict[str, int]:
     """Rows per state, for health checks and the end-of-suite summary."""
     async with db.read() as conn:
-        rows = (await conn.execute(select(o.c.state, func.count()).group_by(o.c.state))).all()
+        stmt = select(OUTBOX.c.state, func.count()).group_by(OUTBOX.c.state)
+        rows = (await conn.execute(stmt)).all()
     return {state: int(n) for state, n in rows}

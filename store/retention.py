@@ -8,10 +8,10 @@ from sqlalchemy import delete, select
 
 from store import schema
 from store.engine import Database
-from store.runs import state_is
 from store.states import PURGEABLE
+from store.transitions import state_is
 
-t = schema.runs
+RUNS = schema.runs
 
 
 async def purge(db: Database, *, before: datetime, batch: int = 500) -> int:
@@ -24,14 +24,14 @@ async def purge(db: Database, *, before: datetime, batch: int = 500) -> int:
     total = 0
     while True:
         ids = (
-            select(t.c.id)
-            .where(state_is(*sorted(PURGEABLE)), t.c.updated_at < before)
+            select(RUNS.c.id)
+            .where(state_is(*sorted(PURGEABLE)), RUNS.c.updated_at < before)
             .limit(batch)
         )
         async with db.write() as conn:
             result = await conn.execute(
-                delete(t).where(t.c.id.in_(ids.scalar_subquery()),
-                                state_is(*sorted(PURGEABLE)), t.c.updated_at < before)
+                delete(RUNS).where(RUNS.c.id.in_(ids.scalar_subquery()),
+                                state_is(*sorted(PURGEABLE)), RUNS.c.updated_at < before)
             )
         total += result.rowcount
         if result.rowcount < batch:

@@ -14,73 +14,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, insert, literal_column, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, func, insert, select, update
 
-from store import codec, effects, errors, schema
-from store.effects import Effects
+from store import codec, errors, schema
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects, state_is, transition
 
 log = logging.getLogger(__name__)
-t = schema.runs
-
-
-def state_is(*states: RunState) -> ColumnElement[bool]:
-    """A state predicate rendered as SQL literals, so partial indexes are provable."""
-    if len(states) == 1:
-        return t.c.state == literal_column(f"'{states[0].value}'")
-    return t.c.state.in_([literal_column(f"'{s.value}'") for s in states])
-
-
-async def transition(
-    conn: AsyncConnection,
-    *,
-    run_id: str | None,
-    where: Sequence[ColumnElement[bool]],
-    values: dict[str, Any],
-    fx: Effects,
-    now: datetime,
-    action: str,
-) -> Run | None:
-    """Apply one guarded UPDATE plus its effects; None when the guard did not match.
-
-    ``run_id`` None: ``where`` alone must single out at most one run (a claim
-    finds its run by the unique pending token).
-    """
-    enc = fx.encoded()
-    target = [t.c.id == run_id] if run_id is not None else []
-    stmt = (
-        update(t)
-        .where(*target, *where)
-        .values(
-            **values,
-            updated_at=now,
-            message_seq=t.c.message_seq + len(enc.messages),
-            event_seq=t.c.event_seq + len(enc.events),
-        )
-        .returning(*t.c)
-    )
-    row = (await conn.execute(stmt)).mappings().first()
-    if row is None:
-        return None
-    run = Run.from_row(row)
-    await effects.apply(
-        conn,
-        run.id,
-        enc,
-        message_base=run.message_seq - len(enc.messages),
-        event_base=run.event_seq - len(enc.events),
-        now=now,
-    )
-    log.info("%s run %s -> %s", action, run.id, run.state.value,
-             extra={"action": action, "run_id": run.id, "state": run.state.value})
-    return run
+RUNS = schema.runs
 
 
 def _held(epoch: int) -> list[ColumnElement[bool]]:
-    return [state_is(RunState.running), t.c.lease_epoch == epoch]
+    return [state_is(RunState.running), RUNS.c.lease_epoch == epoch]
 
 
 @dataclass(frozen=True)
@@ -105,7 +52,7 @@ async def create(db: Database, new: NewRun, *, now: datetime, fx: Effects) -> Ru
     scope = codec.dumps(new.scope_snapshot, what="scope snapshot")
     async with db.write() as conn:
         await conn.execute(
-            insert(t).values(
+            insert(RUNS).values(
                 id=new.id,
                 user_id=new.user_id,
                 question=new.question,
@@ -149,10 +96,10 @@ async def record_step(
     Raises LeaseLost (nothing written) if the run is no longer running at ``epoch``.
     """
     values: dict[str, Any] = {
-        "step": t.c.step + steps,
-        "spend_usd": t.c.spend_usd + spend_usd,
-        "tool_calls": t.c.tool_calls + tool_calls,
-        "elapsed_ms": t.c.elapsed_ms + elapsed_ms,
+        "step": RUNS.c.step + steps,
+        "spend_usd": RUNS.c.spend_usd + spend_usd,
+        "tool_calls": RUNS.c.tool_calls + tool_calls,
+        "elapsed_ms": RUNS.c.elapsed_ms + elapsed_ms,
         "heartbeat_at": now,
         **(extra or {}),
     }
@@ -170,7 +117,7 @@ async def heartbeat(db: Database, run_id: str, epoch: int, *, now: datetime) -> 
     """Refresh the lease; False when this holder has lost it."""
     async with db.write() as conn:
         result = await conn.execute(
-            update(t).where(t.c.id == run_id, *_held(epoch)).values(heartbeat_at=now)
+            update(RUNS).where(RUNS.c.id == run_id, *_held(epoch)).values(heartbeat_at=now)
         )
     return result.rowcount == 1
 
@@ -203,7 +150,7 @@ async def suspend(
         "pending_preview_digest": s.digest,
         "pending_token": s.token,
         "expires_at": s.expires_at,
-        "elapsed_ms": t.c.elapsed_ms + elapsed_ms,
+        "elapsed_ms": RUNS.c.elapsed_ms + elapsed_ms,
         "heartbeat_at": None,
     }
     card = codec.dumps(s.card, what="approval card")
@@ -257,7 +204,7 @@ async def _end(
     # A run that stops holds no bearer token: claims need ``state='suspended'`` anyway,
     # and each card's token and decision stay in the approvals table.
     values = {**values, "state": state.value, "heartbeat_at": None, "pending_token": None,
-              "elapsed_ms": t.c.elapsed_ms + elapsed_ms}
+              "elapsed_ms": RUNS.c.elapsed_ms + elapsed_ms}
     async with db.write() as conn:
         run = await transition(
             conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,
@@ -271,7 +218,7 @@ async def _end(
 async def get(db: Database, run_id: str) -> Run:
     """The run as stored now; RunNotFound if there is none."""
     async with db.read() as conn:
-        row = (await conn.execute(select(t).where(t.c.id == run_id))).mappings().first()
+        row = (await conn.execute(select(RUNS).where(RUNS.c.id == run_id))).mappings().first()
     if row is None:
         raise errors.RunNotFound(run_id)
     return Run.from_row(row)
@@ -292,11 +239,11 @@ async def list_runs(
     limit: int = 50,
 ) -> list[Run]:
     """Newest first."""
-    stmt = select(t).order_by(t.c.started_at.desc(), t.c.id).limit(limit)
+    stmt = select(RUNS).order_by(RUNS.c.started_at.desc(), RUNS.c.id).limit(limit)
     if states:
         stmt = stmt.where(state_is(*states))
     if user_id is not None:
-        stmt = stmt.where(t.c.user_id == user_id)
+        stmt = stmt.where(RUNS.c.user_id == user_id)
     async with db.read() as conn:
         rows = (await conn.execute(stmt)).mappings().all()
     return [Run.from_row(r) for r in rows]
@@ -304,14 +251,14 @@ async def list_runs(
 
 async def count(db: Database) -> int:
     async with db.read() as conn:
-        return int((await conn.execute(select(func.count()).select_from(t))).scalar_one())
+        return int((await conn.execute(select(func.count()).select_from(RUNS))).scalar_one())
 
 
 async def set_thread(db: Database, run_id: str, channel: str, ts: str) -> None:
     """Remember where the run's first card was posted, so notices go in its thread."""
     async with db.write() as conn:
         await conn.execute(
-            update(t)
-            .where(t.c.id == run_id, t.c.slack_ts.is_(None))
+            update(RUNS)
+            .where(RUNS.c.id == run_id, RUNS.c.slack_ts.is_(None))
             .values(slack_channel=channel, slack_ts=ts)
         )

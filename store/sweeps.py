@@ -17,31 +17,31 @@ from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import api_runs, schema
-from store.effects import Effects
 from store.engine import Database
+from store.reasons import FailReason, HaltReason
 from store.records import LedgerEntry, Run
-from store.runs import state_is, transition
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects, state_is, transition
 
-t = schema.runs
+RUNS = schema.runs
 
 
 def expiry_candidates(now: datetime, limit: int) -> Select[Any]:
     return (
-        select(t.c.id)
-        .where(state_is(RunState.suspended), t.c.expires_at <= now)
-        .order_by(t.c.expires_at)
+        select(RUNS.c.id)
+        .where(state_is(RunState.suspended), RUNS.c.expires_at <= now)
+        .order_by(RUNS.c.expires_at)
         .limit(limit)
     )
 
 
 def orphan_candidates(stale_before: datetime, limit: int) -> Select[Any]:
     return (
-        select(t.c.id, t.c.lease_epoch, t.c.recovery_attempts)
+        select(RUNS.c.id, RUNS.c.lease_epoch, RUNS.c.recovery_attempts)
         # An external run's agent lives elsewhere: there is nothing here to take over.
-        .where(state_is(RunState.running), t.c.heartbeat_at < stale_before,
-               t.c.app_fingerprint != api_runs.EXTERNAL)
-        .order_by(t.c.heartbeat_at)
+        .where(state_is(RunState.running), RUNS.c.heartbeat_at < stale_before,
+               RUNS.c.app_fingerprint != api_runs.EXTERNAL)
+        .order_by(RUNS.c.heartbeat_at)
         .limit(limit)
     )
 
@@ -67,12 +67,13 @@ async def expire_due(
     async with db.write() as conn:
         ids: list[str] = list((await conn.execute(stmt)).scalars().all())
         for run_id in ids:
-            before = (await conn.execute(select(t).where(t.c.id == run_id))).mappings().one()
+            before = (await conn.execute(select(RUNS).where(RUNS.c.id == run_id))).mappings().one()
             run = await transition(
                 conn,
                 run_id=run_id,
-                where=[state_is(RunState.suspended), t.c.expires_at <= now],
-                values={"state": RunState.halted.value, "halt_reason": "suspension_expired",
+                where=[state_is(RunState.suspended), RUNS.c.expires_at <= now],
+                values={"state": RunState.halted.value,
+                        "halt_reason": HaltReason.suspension_expired.value,
                         "pending_token": None},
                 fx=effects_for(Run.from_row(before)),
                 now=now,
@@ -132,29 +133,30 @@ async def take_over_orphans(
         for run_id, epoch, attempts in candidates:
             guard = [
                 state_is(RunState.running),
-                t.c.lease_epoch == epoch,
-                t.c.heartbeat_at < stale_before,
+                RUNS.c.lease_epoch == epoch,
+                RUNS.c.heartbeat_at < stale_before,
             ]
             before = Run.from_row(
-                (await conn.execute(select(t).where(t.c.id == run_id))).mappings().one()
+                (await conn.execute(select(RUNS).where(RUNS.c.id == run_id))).mappings().one()
             )
             if attempts >= max_attempts:
                 run = await transition(
                     conn, run_id=run_id,
-                    where=[*guard, t.c.recovery_attempts >= max_attempts],
-                    values={"state": RunState.failed.value, "halt_reason": "recovery_exhausted",
+                    where=[*guard, RUNS.c.recovery_attempts >= max_attempts],
+                    values={"state": RunState.failed.value,
+                            "halt_reason": FailReason.recovery_exhausted.value,
                             "heartbeat_at": None, "pending_token": None},
                     fx=exhausted_effects(await _orphan(conn, before)), now=now,
-                    action="recovery_exhausted",
+                    action=FailReason.recovery_exhausted.value,
                 )
                 if run is not None:
                     out.exhausted.append(run)
                 continue
             run = await transition(
                 conn, run_id=run_id,
-                where=[*guard, t.c.recovery_attempts < max_attempts],
-                values={"owner_id": owner_id, "lease_epoch": t.c.lease_epoch + 1,
-                        "recovery_attempts": t.c.recovery_attempts + 1, "heartbeat_at": now},
+                where=[*guard, RUNS.c.recovery_attempts < max_attempts],
+                values={"owner_id": owner_id, "lease_epoch": RUNS.c.lease_epoch + 1,
+                        "recovery_attempts": RUNS.c.recovery_attempts + 1, "heartbeat_at": now},
                 fx=taken_effects(before), now=now, action="take_over",
             )
             if run is not None:
@@ -166,10 +168,10 @@ async def _orphan(conn: AsyncConnection, run: Run) -> Orphan:
     # Read under the same lock as the failing UPDATE (the candidate's row lock on
     # PostgreSQL, the write lock on SQLite): a holder's ledger writes also write the
     # run row, so none can land between this read and the failure.
-    c = schema.tool_calls
+    CALLS = schema.tool_calls
     rows = (await conn.execute(
-        select(c)
-        .where(c.c.run_id == run.id, c.c.status == LedgerStatus.started.value)
-        .order_by(c.c.started_at, c.c.call_id)
+        select(CALLS)
+        .where(CALLS.c.run_id == run.id, CALLS.c.status == LedgerStatus.started.value)
+        .order_by(CALLS.c.started_at, CALLS.c.call_id)
     )).mappings().all()
     return Orphan(**vars(run), started=tuple(LedgerEntry.from_row(r) for r in rows))

@@ -11,10 +11,11 @@ from sqlalchemy import delete, insert, update
 from examples import purchase
 from examples.shop import Shop
 from resume.model import Model
-from resume.routes import ROUTE_EVENT, Branch, RouteDecision, RouteFunction
+from resume.routes import Branch, RouteDecision, RouteFunction
 from resume.runtime import Runtime
 from store import codec, schema
 from store.engine import Database
+from store.events import EventKind
 from store.records import Run
 from tests import world
 
@@ -68,7 +69,7 @@ async def delete_route_events(db: Database, run_id: str) -> int:
     e = schema.run_events
     async with db.write() as conn:
         gone = await conn.execute(delete(e).where(e.c.run_id == run_id,
-                                                  e.c.kind == ROUTE_EVENT))
+                                                  e.c.kind == EventKind.route))
     return int(gone.rowcount)
 
 

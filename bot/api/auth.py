@@ -75,7 +75,7 @@ class RateLimiter:
             wait = (1 - bucket.tokens) / self.rate
             error = ApiError(429, "rate_limited",
                              f"this key is over {self.rate:g} requests a second "
-                             f"(bursts of {self.burst:g}); retry after {wait:.1f}s")
+                             f"(bursts of {self.burst:g}); retry after {max(wait, 0.01):.2f}s")
             error.headers["Retry-After"] = str(max(1, round(wait + 0.5)))
             raise error
         bucket.tokens -= 1

@@ -86,10 +86,14 @@ async def _wait_for_change(ctx: ApiContext, run_id: str, call_id: str, wait: flo
             remaining = deadline - loop.time()
             if call.status is not first or first not in _WAITABLE or remaining <= 0:
                 return call
-            try:
-                await asyncio.wait_for(changed.wait(), min(remaining, POLL_SECONDS))
-            except TimeoutError:
-                pass
+            if ctx.stopping.is_set():
+                return call  # shutting down: answer now; the client polls again elsewhere
+            woken = [asyncio.ensure_future(changed.wait()),
+                     asyncio.ensure_future(ctx.stopping.wait())]
+            _, pending = await asyncio.wait(woken, timeout=min(remaining, POLL_SECONDS),
+                                            return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
 
 
 async def execute(ctx: ApiContext, key: ApiKey, request: web.Request) -> web.Response:

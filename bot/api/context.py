@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -17,6 +18,8 @@ from store.api_records import ApiKey
 class ApiContext:
     services: Services
     limiter: RateLimiter = field(default_factory=RateLimiter)
+    #: Set when the server shuts down: long-polls answer with what they have.
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def rt(self) -> Runtime:

@@ -11,10 +11,10 @@ from slack_sdk.errors import SlackApiError
 
 from bot.api import models, wire
 from bot.api.context import ApiContext
-from bot.api.errors import ApiError
-from resume import loop, starting
-from store import api_runs, runs
-from store.api_records import ApiKey, ApiRun
+from bot.api.errors import ApiError, refused
+from resume import hosted_start
+from resume.outcomes import ApiRefused
+from store.api_records import ApiKey
 
 
 async def requester_id(ctx: ApiContext, requester: str) -> str:
@@ -36,27 +36,13 @@ async def requester_id(ctx: ApiContext, requester: str) -> str:
 
 async def create(ctx: ApiContext, key: ApiKey, req: models.CreateRun) -> web.Response:
     """Start the app's agent on ``req.question``, once per idempotency key."""
-    digest = wire.digest(req)
-    existing = await api_runs.by_idempotency(ctx.rt.db, key.id, req.idempotency_key)
-    if existing is not None:
-        return await _again(ctx, existing, digest)
-    user = await requester_id(ctx, req.requester)
-    run = await starting.begin(ctx.rt, user, req.question or "")
-    origin = api_runs.Origin(key_id=key.id, idempotency_key=req.idempotency_key,
-                             request_digest=digest, external=False)
-    linked = await api_runs.link(ctx.rt.db, run.id, origin, now=ctx.rt.now())
-    ctx.services.spawn(loop.drive(ctx.rt, run), name=f"drive:{run.id}")
-    if linked is None:  # a concurrent create with this key won: answer with its run
-        again = await api_runs.by_idempotency(ctx.rt.db, key.id, req.idempotency_key)
-        if again is not None:
-            return await _again(ctx, again, digest)
-    return wire.reply(await wire.run_out(ctx.rt.db, run, external=False), 201)
-
-
-async def _again(ctx: ApiContext, existing: ApiRun, digest: str) -> web.Response:
-    if existing.request_digest != digest:
-        raise ApiError(409, "idempotency_conflict",
-                       f"idempotency key {existing.idempotency_key!r} was used for run "
-                       f"{existing.run_id} with another body; use a new key for a new run")
-    run = await runs.get(ctx.rt.db, existing.run_id)
-    return wire.reply(await wire.run_out(ctx.rt.db, run, external=existing.external))
+    started = await hosted_start.start_hosted(
+        ctx.rt, key, requester=await requester_id(ctx, req.requester),
+        question=req.question or "", idempotency_key=req.idempotency_key,
+        request_digest=wire.digest(req))
+    if isinstance(started, ApiRefused):
+        raise refused(started)
+    if started.drive is not None:
+        ctx.services.spawn(started.drive.go(), name=f"drive:{started.run.id}")
+    out = await wire.run_out(ctx.rt.db, started.run, external=False)
+    return wire.reply(out, 201 if started.created else 200)

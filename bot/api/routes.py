@@ -69,7 +69,7 @@ ROUTES: tuple[Route, ...] = (
 
 def add_api_routes(app: web.Application, services: Services) -> None:
     """Serve the API under ``/api/v1/`` on ``app``, with its background work."""
-    sub = web.Application()
+    sub = web.Application(middlewares=[_json_errors])
     sub[CONTEXT] = ApiContext(services)
     for route in ROUTES:
         sub.router.add_route(route.method, route.path, _guarded(route.handler))
@@ -80,7 +80,24 @@ def add_api_routes(app: web.Application, services: Services) -> None:
 
     sub.router.add_get("/openapi.json", serve_document)
     sub.cleanup_ctx.append(_background)
+    sub.on_shutdown.append(_stopping)
     app.add_subapp(PREFIX, sub)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """aiohttp's own 404/405 (no such path or method) in the API's error shape."""
+    try:
+        response: web.StreamResponse = await handler(request)
+    except ApiError:
+        raise
+    except web.HTTPException as exc:
+        if exc.status >= 500:
+            raise
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "invalid_request")
+        raise ApiError(exc.status, code, f"{request.method} {request.path}: {exc.reason}"
+                       ) from None
+    return response
 
 
 def _guarded(handler: Handler) -> Any:
@@ -95,6 +112,10 @@ def _guarded(handler: Handler) -> Any:
             raise ApiError(503, "unavailable", "the database is unreachable; retry") from None
 
     return handle
+
+
+async def _stopping(sub: web.Application) -> None:
+    sub[CONTEXT].stopping.set()
 
 
 async def _background(sub: web.Application) -> AsyncIterator[None]:

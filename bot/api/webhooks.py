@@ -22,7 +22,7 @@ import httpx
 from standardwebhooks import Webhook
 
 from bot import delivery_errors
-from resume.notices import WebhookEvent
+from resume.outbox import WebhookEvent
 from store import api_keys, api_runs, errors, outbox
 from store.engine import Database
 from store.records import OutboxRow

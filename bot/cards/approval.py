@@ -19,7 +19,7 @@ from slack_sdk.models.blocks import (
 
 from bot import ids
 from bot.cards import message, mrkdwn, preview, status
-from resume.notices import ApprovalCard, BudgetData, CardUpdate, FieldChange
+from resume.outbox import ApprovalCard, BudgetData, CardUpdate, FieldChange
 
 #: The question as asked; longer ones are clipped (the run keeps it whole).
 QUESTION_MAX = 1000

@@ -14,7 +14,7 @@ from typing import Any
 from slack_sdk.models.blocks import Block
 
 from bot.cards import message, mrkdwn, reasons
-from resume.notices import EvidenceItem, NoticeEvent, RunNotice
+from resume.outbox import EvidenceItem, NoticeEvent, RunNotice
 
 #: The answer as the model wrote it (the run keeps it whole).
 ANSWER_MAX = 2900

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from slack_sdk.models.blocks import Block, MarkdownTextObject, SectionBlock
 
 from bot.cards import message, mrkdwn
-from resume.notices import PreviewData
+from resume.outbox import PreviewData
 
 #: The preview's title line.
 TITLE_MAX = 200

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bot.cards import mrkdwn
-from resume.notices import CardStatus, CardUpdate
+from resume.outbox import CardStatus, CardUpdate
 
 #: A reason (decline, guard, failure) is a person's or a check's sentence, not a document.
 REASON_MAX = 500

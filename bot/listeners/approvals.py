@@ -23,7 +23,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import ids, replies
 from bot.listeners import decisions, decline_modal
 from bot.services import Services
-from resume import confirmation, outcomes
+from resume import decide, outcomes
 from store import errors
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def register(app: AsyncApp, services: Services) -> None:
             await ack()
             token, user = _token(body), _user(body)
             try:
-                decided = await confirmation.decide(services.rt, token, "approve", user)
+                decided = await decide.decide(services.rt, token, "approve", user)
             except errors.DatabaseUnavailable:
                 await _tell(respond, replies.unavailable())
                 return
@@ -57,7 +57,7 @@ def register(app: AsyncApp, services: Services) -> None:
             # so the store gets a bounded share of that; past it the form opens anyway
             # (the submission checks again, and that check is the one that counts).
             try:
-                refused = await asyncio.wait_for(confirmation.refusal(services.rt, token, user),
+                refused = await asyncio.wait_for(decide.refusal(services.rt, token, user),
                                                  DECLINE_CHECK_SECONDS)
             except errors.DatabaseUnavailable:
                 await _tell(respond, replies.unavailable())

@@ -19,7 +19,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp, AsyncRespond
 
 from bot import ids, replies
 from bot.services import Services
-from resume import continuation, loop, starting
+from resume import ask, cancel, grant, outcomes
 from store import errors, runs
 from store.states import RunState
 
@@ -62,8 +62,8 @@ def _without_database(sub: str, rest: str) -> str | None:
         return replies.unknown_subcommand(sub)
     if sub == "ask" and not rest:
         return replies.missing_question()
-    if sub == "ask" and len(rest) > starting.MAX_QUESTION_CHARS:
-        return replies.question_too_long(len(rest), starting.MAX_QUESTION_CHARS)
+    if sub == "ask" and len(rest) > ask.MAX_QUESTION_CHARS:
+        return replies.question_too_long(len(rest), ask.MAX_QUESTION_CHARS)
     if sub in ("continue", "status", "cancel") and not rest:
         return replies.missing_run_id(sub)
     return None
@@ -75,20 +75,20 @@ def _run_id(rest: str) -> str:
 
 
 async def _ask(services: Services, user: str, question: str) -> str:
-    run = await starting.begin(services.rt, user, question)
-    services.spawn(loop.drive(services.rt, run), name=f"drive:{run.id}")
-    return replies.asked(run)
+    asked = await ask.ask(services.rt, user, question)
+    services.spawn(asked.drive.go(), name=f"drive:{asked.run.id}")
+    return replies.asked(asked.run)
 
 
 async def _continue(services: Services, user: str, rest: str) -> str:
     """Grant now, reply with the grant; the run goes on in the background."""
     run_id = _run_id(rest)
-    result = await continuation.grant_continue(services.rt, run_id, user)
-    if isinstance(result, continuation.ContinueRefused):
+    result = await grant.grant_continue(services.rt, run_id, user)
+    if isinstance(result, outcomes.ContinueRefused):
         if result.reason == "not_halted":
             return replies.not_halted(run_id, await _state(services, run_id))
         return replies.run_not_found(run_id)
-    services.spawn(loop.drive(services.rt, result.run), name=f"drive:{run_id}")
+    services.spawn(result.drive.go(), name=f"drive:{run_id}")
     services.kick()
     return replies.continued(result.run, result.new_limits)
 
@@ -109,8 +109,8 @@ async def _list(services: Services, user: str, rest: str) -> str:
 
 async def _cancel(services: Services, user: str, rest: str) -> str:
     run_id = _run_id(rest)
-    result = await continuation.cancel(services.rt, run_id, user)
-    if isinstance(result, continuation.Cancelled):
+    result = await cancel.cancel(services.rt, run_id, user)
+    if isinstance(result, outcomes.Cancelled):
         services.kick()
         return replies.cancelled(result.run)
     if result.reason == "not_found":

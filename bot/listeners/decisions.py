@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from bot.services import Services
-from resume import confirmation, outcomes
+from resume import outcomes
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +19,7 @@ def settle(services: Services, decided: outcomes.Claimed | outcomes.Refusal, use
         log.info("run %s claimed by %s (%s)", decided.run.id, user, decided.decision,
                  extra={"action": "click_won", "run_id": decided.run.id, "user": user})
         services.kick()
-        services.spawn(confirmation.proceed(services.rt, decided),
-                       name=f"proceed:{decided.run.id}")
+        services.spawn(decided.drive.go(), name=f"proceed:{decided.run.id}")
     else:
         log.info("decision by %s refused: %s", user, type(decided).__name__,
                  extra={"action": "click_refused", "user": user})

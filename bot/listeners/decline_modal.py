@@ -1,7 +1,7 @@
 """The decline-reason modal: opened by the Decline button, submitted to decline.
 
 The button opens it only for someone who could decide the request then
-(``confirmation.refusal``); the submission decides through ``confirmation.decide``
+(``decide.refusal``); the submission decides through ``decide.decide``
 all the same, since the request may be decided or expire while the modal is open.
 
 The pending token travels in the view's ``private_metadata``. Submission acks
@@ -22,7 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import ids, replies
 from bot.listeners import decisions
 from bot.services import Services
-from resume import confirmation, outcomes
+from resume import decide, outcomes
 from store import approvals, errors
 
 #: Longest reason accepted; the model and the card both get it whole.
@@ -70,7 +70,7 @@ def register(app: AsyncApp, services: Services) -> None:
             view = body["view"]
             token, user = str(view.get("private_metadata") or ""), str(body["user"]["id"])
             try:
-                decided = await confirmation.decide(services.rt, token, "decline", user,
+                decided = await decide.decide(services.rt, token, "decline", user,
                                                     reason=submitted_reason(view))
                 decisions.settle(services, decided, user)
                 if isinstance(decided, outcomes.Claimed):

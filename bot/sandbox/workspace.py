@@ -126,6 +126,7 @@ class Workspace:
             "views.open": self.open_view,
             "conversations.open": self.open_conversation,
             "users.info": self.user_info,
+            "users.lookupByEmail": self.lookup_by_email,
         }
 
     # -- reads ---------------------------------------------------------------
@@ -234,6 +235,14 @@ class Workspace:
                 "profile": {"display_name": name, "real_name": name.title()},
             }
         }
+
+    def lookup_by_email(self, args: JSON) -> JSON:
+        """``name@...`` finds the user whose name is ``name``, as a workspace directory would."""
+        local = str(args.get("email") or "").partition("@")[0].lower()
+        for user, name in self.user_names.items():
+            if name.lower() == local:
+                return self.user_info({"user": user})
+        raise SlackError("users_not_found")
 
     # -- response_url --------------------------------------------------------
 

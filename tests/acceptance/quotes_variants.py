@@ -22,7 +22,7 @@ import os
 from typing import Any
 
 from examples import quotes
-from resume.app import App
+from resume.apps import App
 from resume.tools import ToolContext
 
 SEND = "send_quote"

@@ -40,7 +40,7 @@ from bot import ids
 from bot.listeners import commands
 from bot.sandbox import signing
 from examples import crm as crm_tables
-from resume import starting
+from resume import ask
 from store import runs, schema
 from store.records import Run
 from store.states import RunState
@@ -164,7 +164,7 @@ SIGNINGS = st.sampled_from(["good"] * 6 + ["none", "other_secret", "replayed", "
 def _ids(target: Target) -> st.SearchStrategy[str]:
     """Tokens and run ids: the real ones (which strangers may not use) and made-up ones."""
     real = [target.token, target.run.id, target.token.upper(), target.token + "\u200b",
-            target.token[:-1], f" {target.token}", starting.new_run_id(), "tok_unknown"]
+            target.token[:-1], f" {target.token}", ask.new_run_id(), "tok_unknown"]
     return st.sampled_from(real) | NASTY
 
 
@@ -252,9 +252,9 @@ def slash_commands(draw: st.DrawFn, target: Target) -> dict[str, str]:
                for k, v in fields.items() if draw(st.integers(0, 99)) >= rate // 2}
     sub, question = commands.parse(mutated.get("text", ""))
     # A well-formed question would start a run: that is the bot working, not a hostile input.
-    starts_run = sub == "ask" and 0 < len(question) <= starting.MAX_QUESTION_CHARS
+    starts_run = sub == "ask" and 0 < len(question) <= ask.MAX_QUESTION_CHARS
     if starts_run:
-        mutated["text"] = f"ask {'x' * (starting.MAX_QUESTION_CHARS + 1)}"
+        mutated["text"] = f"ask {'x' * (ask.MAX_QUESTION_CHARS + 1)}"
     padded: dict[str, str] = draw(_padded(mutated))
     return padded
 

@@ -25,7 +25,7 @@ from bot.sandbox import FakeSlack, fake_slack, signing
 from bot.services import Services
 from examples import quotes
 from examples.crm import CRM
-from resume.app import App
+from resume.apps import App
 from resume.model import Model
 from store import approvals, engine
 from store.records import Approval

@@ -107,3 +107,57 @@ async def test_external_call__same_call_id_returns_the_same_call(
     assert status == 409 and other["error"] == "idempotency_conflict"
     assert len(await api_calls.for_run(world.db, run_id)) == 1
     assert len([m for m in world.fake.messages() if has_buttons(m)]) == 1
+
+
+async def test_external_run__same_idempotency_key_same_run_another_body_409(
+    world: BotWorld, agent: Agent
+) -> None:
+    body = {"external": True, "requester": REP, "title": "Refund 4411",
+            "idempotency_key": "ticket-4411", "limits": {"max_tool_calls": 3}}
+    status, first = await agent.call("POST", "/runs", body)
+    assert status == 201 and first["state"] == "running" and first["id"].startswith("run_")
+    assert first["budget"]["max_tool_calls"] == 3
+    status, again = await agent.call("POST", "/runs", body)
+    assert status == 200 and again["id"] == first["id"]
+    status, other = await agent.call("POST", "/runs", {**body, "title": "Refund 4412"})
+    assert status == 409 and other["error"] == "idempotency_conflict"
+    assert await runs.count(world.db) == 1
+    assert (await runs.get(world.db, first["id"])).heartbeat_at is None  # nobody here holds it
+
+
+async def test_external_run__concurrent_creates_with_one_key_make_one_run(
+    world: BotWorld, agent: Agent
+) -> None:
+    body = {"external": True, "requester": REP, "title": "Refund", "idempotency_key": "same"}
+    answers = await asyncio.gather(*(agent.call("POST", "/runs", body) for _ in range(6)))
+    assert sorted(s for s, _ in answers) == [200] * 5 + [201]
+    assert len({a["id"] for _, a in answers}) == 1 and await runs.count(world.db) == 1
+
+
+async def test_external_call__a_failed_result_is_recorded_and_the_contract_fails(
+    world: BotWorld, agent: Agent
+) -> None:
+    run_id, token = await _pending(world, agent)
+    await world.click(REP, ids.APPROVE_ACTION, token)
+    assert (await agent.execute(run_id))[0] == 200
+    status, failed = await agent.result(run_id, status="failed", result={"error": "card declined"})
+    assert status == 200 and failed["status"] == "failed"
+    status, again = await agent.result(run_id, status="succeeded")
+    assert status == 409 and again["error"] == "not_executing"
+    [entry] = await ledger.for_run(world.db, run_id)
+    assert entry.status is LedgerStatus.failed
+    status, ended = await agent.call("POST", f"/runs/{run_id}/finish",
+                                     {"answer": "tried", "requires": ["refund_order"]})
+    assert status == 200 and (ended["state"], ended["reason"]) == ("failed", "incomplete")
+    assert ended["evidence"] == []
+
+
+async def test_external_call__finish_waits_for_an_executing_call(
+    world: BotWorld, agent: Agent
+) -> None:
+    run_id, token = await _pending(world, agent)
+    await world.click(REP, ids.APPROVE_ACTION, token)
+    assert (await agent.execute(run_id))[0] == 200
+    status, refused = await agent.call("POST", f"/runs/{run_id}/finish", {"answer": "x"})
+    assert status == 409 and refused["error"] == "calls_in_flight"
+    assert (await runs.get(world.db, run_id)).state is RunState.running

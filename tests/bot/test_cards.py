@@ -13,7 +13,7 @@ from slack_sdk.models.blocks import Block
 
 from bot import cards, ids
 from bot.cards import message, mrkdwn, reasons
-from resume.notices import (
+from resume.outbox import (
     ApprovalCard,
     BudgetData,
     CardStatus,

@@ -14,8 +14,8 @@ import pytest
 
 from bot import config
 from store import engine, ledger, migrate, runs
-from store.effects import Effects, LedgerCompletion
 from store.states import LedgerStatus
+from store.transitions import Effects, LedgerCompletion
 from tests.store import factories
 
 REPO = Path(__file__).parents[2]

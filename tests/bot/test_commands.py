@@ -11,7 +11,7 @@ import pytest
 
 from bot import ids
 from bot.listeners import commands
-from resume import expiry
+from resume import expire
 from store import runs
 from store.records import Run
 from store.states import RunState
@@ -124,7 +124,7 @@ async def test_continue__a_halted_run_gets_a_grant_and_asks_again(world: BotWorl
     run = await _ask(world)
     assert run.expires_at is not None
     later = run.expires_at + timedelta(seconds=1)
-    await expiry.expire_suspended(world.services.rt, now=later)
+    await expire.expire_suspended(world.services.rt, now=later)
     assert (await runs.get(world.db, run.id)).state is RunState.halted
     listed = await world.command(REP, "list")
     assert run.id in listed.text and "halted" in listed.text

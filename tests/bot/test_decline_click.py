@@ -17,8 +17,9 @@ import pytest
 
 from bot import ids
 from bot.sandbox import signing
-from resume import expiry
+from resume import expire
 from store import runs
+from store.reasons import HaltReason
 from store.records import Run
 from store.states import RunState
 from tests.bot.harness import APPROVALS, ASK, OTHER, REP, BotWorld, Reply, bot_world, has_buttons
@@ -122,7 +123,7 @@ async def test_decline__expired_request_says_so_and_opens_nothing(world: BotWorl
     run = await _asked(world)
     token = run.pending_token or ""
     assert run.expires_at is not None
-    await expiry.expire_suspended(world.services.rt, now=run.expires_at + timedelta(seconds=1))
+    await expire.expire_suspended(world.services.rt, now=run.expires_at + timedelta(seconds=1))
     await world.deliver()
 
     late = await world.click(REP, ids.DECLINE_ACTION, token)
@@ -132,7 +133,7 @@ async def test_decline__expired_request_says_so_and_opens_nothing(world: BotWorl
     same = await world.click(REP, ids.APPROVE_ACTION, token)
     assert late.text == same.text
     after = await runs.get(world.db, run.id)
-    assert after.state is RunState.halted and after.halt_reason == expiry.EXPIRED_REASON
+    assert after.state is RunState.halted and after.halt_reason == HaltReason.suspension_expired
 
 
 async def test_decline__past_expiry_before_the_sweep_says_expired(world: BotWorld) -> None:

@@ -20,7 +20,7 @@ from bot import config
 from examples import models, quotes
 from resume.messages import Message
 from resume.model import Model
-from resume.openai_compat import OpenAICompatibleModel
+from resume.openai_model import OpenAICompatibleModel
 from resume.scripted import ScriptedModel
 from tests.bot.harness import ASK
 

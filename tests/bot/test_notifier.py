@@ -18,11 +18,11 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import notifier
 from bot.sandbox import fake_slack
-from resume import confirmation, starting
 from store import approvals, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow, Run
 from store.states import OutboxState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 APPROVALS = "C0APPROVALS"
@@ -43,7 +43,7 @@ def client(fake: fake_slack.FakeSlack) -> AsyncWebClient:
 
 async def _suspended(db: Database, channel: str | None = APPROVALS) -> tuple[QuotesWorld, Run]:
     world = await quotes_world(db, approvals_channel=channel)
-    run = await starting.start(world.rt, REP, ASK)
+    run = await journeys.start(world.rt, REP, ASK)
     assert run.pending_token is not None
     return world, run
 
@@ -77,7 +77,7 @@ async def test_deliver_due__card_then_update_then_answer_in_the_cards_thread(
     stored = await runs.get(db, run.id)
     assert (stored.slack_channel, stored.slack_ts) == (APPROVALS, card.ts)
 
-    await confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
+    await journeys.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
     report = await notifier.deliver_due(db, client, now=_now())
 
     assert report.sent == 2
@@ -187,7 +187,7 @@ async def test_deliver_due__channel_not_found_is_dead_at_once_and_its_update_ski
     row = await _row(db, run.id, "approval_card")
     assert (row.state, row.attempts, row.last_error) == (OutboxState.dead, 1, "channel_not_found")
 
-    await confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
+    await journeys.resume_after_confirmation(world.rt, run.pending_token or "", "approve", REP)
     await notifier.deliver_due(db, client, now=_now())
 
     # The card never existed, so there is nothing to update; the answer still goes out.
@@ -218,8 +218,8 @@ async def test_notifier__an_outage_loses_nothing(
     db: Database, fake: fake_slack.FakeSlack, client: AsyncWebClient
 ) -> None:
     world = await quotes_world(db, approvals_channel=APPROVALS)
-    started = [await starting.start(world.rt, REP, ASK) for _ in range(3)]
-    await confirmation.resume_after_confirmation(world.rt, started[0].pending_token or "",
+    started = [await journeys.start(world.rt, REP, ASK) for _ in range(3)]
+    await journeys.resume_after_confirmation(world.rt, started[0].pending_token or "",
                                                  "approve", REP)
     enqueued = sum([len(await outbox.for_run(db, r.id)) for r in started])
     assert enqueued == 3 + 2  # three cards; one update and one answer
@@ -249,7 +249,7 @@ async def test_notifier__kick_delivers_without_waiting_for_the_interval(
     try:
         await asyncio.sleep(0.05)  # the first pass runs at start and finds nothing
         assert fake.messages() == []
-        run = await starting.start(world.rt, REP, ASK)
+        run = await journeys.start(world.rt, REP, ASK)
         loop.kick()
         for _ in range(200):
             if fake.messages(APPROVALS):

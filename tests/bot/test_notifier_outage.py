@@ -18,11 +18,11 @@ from sqlalchemy import event
 
 from bot import notifier
 from bot.sandbox import fake_slack
-from resume import starting
 from store import errors, outbox
 from store.engine import Database
 from store.records import Run
 from store.states import OutboxState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 from tests.tcp_proxy import Proxy
 
@@ -56,7 +56,7 @@ async def _card_waiting(
 ) -> tuple[Run, AsyncWebClient]:
     """A quote run suspended with its card in the outbox; a client for the stand-in Slack."""
     world = await quotes_world(db, approvals_channel=APPROVALS)
-    run = await starting.start(world.rt, "U0REP", ASK)
+    run = await journeys.start(world.rt, "U0REP", ASK)
     return run, AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
 
 

@@ -15,10 +15,10 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import config, scheduler
 from bot.sandbox import fake_slack
 from bot.services import Services
-from resume import starting
 from store import engine, runs
 from store.engine import Database
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 APPROVALS = "C0APPROVALS"
@@ -55,9 +55,9 @@ async def test_scheduler__delivers_expires_and_recovers_on_its_own(
                                suspension_ttl=timedelta(seconds=1),
                                orphan_after=timedelta(seconds=0.3))
     services = _services(world, fake)
-    suspended = await starting.start(world.rt, REP, ASK)
+    suspended = await journeys.start(world.rt, REP, ASK)
     # A run nobody drives: started, then its worker "died". The reaper must pick it up.
-    orphan = await starting.begin(world.rt, REP, ASK)
+    orphan = await journeys.begin(world.rt, REP, ASK)
 
     started = scheduler.start(services)
     try:
@@ -91,7 +91,7 @@ async def test_scheduler__kick_is_installed_and_removed(
     started = scheduler.start(services)
     try:
         await asyncio.sleep(TICK)  # the first outbox pass has run and found nothing
-        run = await starting.start(world.rt, REP, ASK)
+        run = await journeys.start(world.rt, REP, ASK)
         services.kick()
 
         async def posted() -> bool:
@@ -111,7 +111,7 @@ async def test_scheduler__a_failing_job_does_not_stop_it(
 ) -> None:
     world = await quotes_world(db, approvals_channel=APPROVALS,
                                suspension_ttl=timedelta(milliseconds=100))
-    run = await starting.start(world.rt, REP, ASK)
+    run = await journeys.start(world.rt, REP, ASK)
     services = _services(world, fake)
     # A refused TCP connection, not a SQLite file in a missing folder: aiosqlite's worker
     # thread for a failed connect can outlive the test's event loop and fail a later test.

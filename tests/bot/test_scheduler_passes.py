@@ -17,11 +17,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bot import config, scheduler
 from bot.sandbox import fake_slack
 from bot.services import Services
-from resume import confirmation, expiry, starting
+from resume import expire
 from resume.runtime import Runtime
 from store import runs, schema
 from store.engine import Database
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 APPROVALS = "C0APPROVALS"
@@ -58,17 +59,17 @@ async def _eventually(check: Callable[[], Awaitable[bool]], timeout: float) -> N
 
 
 async def _answered(rt: Runtime) -> str:
-    run = await starting.start(rt, REP, ASK)
-    await confirmation.resume_after_confirmation(rt, run.pending_token or "", "approve", REP)
+    run = await journeys.start(rt, REP, ASK)
+    await journeys.resume_after_confirmation(rt, run.pending_token or "", "approve", REP)
     assert (await runs.get(rt.db, run.id)).state is RunState.answered
     return run.id
 
 
 async def _halted(rt: Runtime) -> str:
     """A run halted by expiry, as the expiry sweep at its deadline leaves it."""
-    run = await starting.start(rt, REP, ASK)
+    run = await journeys.start(rt, REP, ASK)
     assert run.expires_at is not None
-    [swept] = await expiry.expire_suspended(rt, now=run.expires_at)
+    [swept] = await expire.expire_suspended(rt, now=run.expires_at)
     assert swept.id == run.id and swept.state is RunState.halted
     return run.id
 
@@ -109,7 +110,7 @@ async def test_scheduler__one_reaper_pass_at_start_recovers_an_orphan_at_once(
 ) -> None:
     world = await quotes_world(db, approvals_channel=APPROVALS)
     # A run whose worker died ten minutes ago: running, heartbeat long past orphan_after.
-    orphan = await starting.begin(world.rt, REP, ASK)
+    orphan = await journeys.begin(world.rt, REP, ASK)
     stale = datetime.now(UTC) - timedelta(minutes=10)
     async with db.write() as conn:
         await conn.execute(schema.runs.update().where(schema.runs.c.id == orphan.id)

@@ -19,7 +19,7 @@ import pytest
 from bot import ids
 from examples import quotes
 from examples.crm import CRM
-from resume.app import App
+from resume.apps import App
 from resume.model import Model
 from resume.tools import Approvers, Tool
 from store import runs

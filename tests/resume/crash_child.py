@@ -24,10 +24,11 @@ from typing import Any
 
 from examples import quotes
 from examples.crm import CRM
-from resume import confirmation, recovery, starting
-from resume.app import App
+from resume import reap
+from resume.apps import App
 from resume.runtime import Runtime
 from store import engine
+from tests import journeys
 
 REQUESTER = "U_REP"
 ASK = "draft a quote for Henderson, 200 of SKU-4411"
@@ -54,15 +55,15 @@ async def main(argv: list[str]) -> dict[str, Any]:
         await crm.setup()
         rt = Runtime(db=db, app=build_app(crm, variant))
         if mode == "start":
-            run = await starting.start(rt, REQUESTER, ASK)
+            run = await journeys.start(rt, REQUESTER, ASK)
             return {"run_id": run.id, "state": run.state.value, "token": run.pending_token}
         if mode == "approve":
             (token,) = rest
-            outcome = await confirmation.resume_after_confirmation(rt, token, "approve",
+            outcome = await journeys.resume_after_confirmation(rt, token, "approve",
                                                                    REQUESTER)
             return {"outcome": type(outcome).__name__}
         if mode == "recover":
-            report = await recovery.recover_orphans(rt)
+            report = await reap.recover_orphans(rt)
             return {"recovered": [r.id for r in report.recovered],
                     "exhausted": [r.id for r in report.exhausted]}
         raise SystemExit(f"unknown mode {mode!r}: use start, approve or recover")

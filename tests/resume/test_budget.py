@@ -9,13 +9,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from examples import quotes
-from resume import confirmation, outcomes, recovery, starting
+from resume import outcomes, reap
 from resume.budget import Limits
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.scripted import ScriptedModel, Turn
 from store import ledger, runs
 from store.engine import Database
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 
@@ -44,12 +45,12 @@ async def test_budget__approving_every_request_still_halts_at_the_step_bound(
 ) -> None:
     limits = Limits(max_steps=7, max_spend_usd=10.0, max_tool_calls=100)
     world = await quotes_world(db, model=ScriptedModel(keeps_asking), limits=limits)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     approvals = 0
     for _ in range(20):  # far more than the bound allows; the run must stop by itself
         if run.state is not RunState.suspended:
             break
-        result = await confirmation.resume_after_confirmation(
+        result = await journeys.resume_after_confirmation(
             world.rt, run.pending_token or "", "approve", "U_REP")
         assert isinstance(result, outcomes.Executed)
         approvals += 1
@@ -80,14 +81,14 @@ async def test_budget__recovery_restores_what_was_spent(db: Database) -> None:
     model = ScriptedModel(crashes_once_after_drafting, cost_per_call_usd=0.01)
     world = await quotes_world(db, model=model)
     with pytest.raises(Crash):
-        await starting.start(world.rt, "U_REP", ASK)
+        await journeys.start(world.rt, "U_REP", ASK)
     before = (await runs.list_runs(db))[0]
     assert before.state is RunState.running
     assert (before.step, before.tool_calls) == (2, 2)
     stale = datetime.now(UTC) - timedelta(hours=1)
     assert await runs.heartbeat(db, before.id, before.lease_epoch, now=stale)
 
-    await recovery.recover_orphans(world.rt)
+    await reap.recover_orphans(world.rt)
 
     after = await runs.get(db, before.id)
     assert after.state is RunState.suspended

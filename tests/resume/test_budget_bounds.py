@@ -17,8 +17,8 @@ import pytest
 from pydantic import BaseModel
 
 from examples import quotes
-from resume import confirmation, outcomes, starting
-from resume.app import App
+from resume import outcomes
+from resume.apps import App
 from resume.budget import Limits
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.runtime import Runtime
@@ -29,6 +29,7 @@ from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 COST = 0.01
@@ -97,7 +98,7 @@ async def test_budget__each_bound_halts_the_run_and_keeps_what_it_consumed(
     executed: list[str] = []
     rt = Runtime(db=db, app=_working_app(bound.limits, bound.pause_s, executed))
 
-    returned = await starting.start(rt, "U_REP", "work until something stops you")
+    returned = await journeys.start(rt, "U_REP", "work until something stops you")
 
     run = await runs.get(db, returned.id)
     await _assert_halted(db, run, f"budget:{bound.name}")
@@ -165,12 +166,12 @@ async def test_budget__a_bound_reached_before_the_pause_still_holds_after_approv
     model = ScriptedModel(_slow_to_send if paused.name == "time" else quotes.quote_script,
                           cost_per_call_usd=COST)
     world = await quotes_world(db, model=model, limits=paused.limits)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.suspended, run.halt_reason
     suspended = await runs.get(db, run.id)
     assert (suspended.step, suspended.tool_calls) == (3, 2)
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
 
     final = await runs.get(db, run.id)

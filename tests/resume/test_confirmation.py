@@ -4,21 +4,22 @@ import asyncio
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from resume import confirmation, expiry, outcomes, starting
+from resume import decide, expire, outcomes
 from resume.messages import Message
 from resume.runtime import Runtime
 from store import events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 
 async def test_quote__approve_sends_once_and_answers_with_evidence(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.suspended
     assert await world.crm.sent_count() == 0
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(result, outcomes.Executed)
     final = await runs.get(db, run.id)
@@ -35,9 +36,9 @@ async def test_quote__approve_sends_once_and_answers_with_evidence(db: Database)
 
 async def test_quote__twenty_concurrent_approvals_resume_once(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     results = await asyncio.gather(*(
-        confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve",
+        journeys.resume_after_confirmation(world.rt, run.pending_token or "", "approve",
                                                "U_REP")
         for _ in range(20)
     ))
@@ -50,10 +51,10 @@ async def test_quote__twenty_concurrent_approvals_resume_once(db: Database) -> N
 
 async def test_quote__resumed_run_keeps_its_spent_budget(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     before = await runs.get(db, run.id)
     assert before.spend_usd > 0 and before.tool_calls == 2 and before.step == 3
-    await confirmation.resume_after_confirmation(world.rt, run.pending_token or "", "approve",
+    await journeys.resume_after_confirmation(world.rt, run.pending_token or "", "approve",
                                                  "U_REP")
     after = await runs.get(db, run.id)
     assert after.spend_usd > before.spend_usd
@@ -64,9 +65,9 @@ async def test_quote__resumed_run_keeps_its_spent_budget(db: Database) -> None:
 
 async def test_quote__discount_changed_while_waiting_resuspends_with_diff(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     await world.crm.set_tier("Henderson", "silver")
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(result, outcomes.DetailsChanged)
     fields = {c.field for c in result.changes}
@@ -77,10 +78,10 @@ async def test_quote__discount_changed_while_waiting_resuspends_with_diff(db: Da
     cards = [r.payload for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
     assert len(cards) == 2 and cards[1]["diff"] and cards[1]["replaces_token"] == run.pending_token
     # the old card cannot be used again; the new one can
-    stale = await confirmation.resume_after_confirmation(
+    stale = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(stale, outcomes.AlreadyResumed)
-    fresh = await confirmation.resume_after_confirmation(
+    fresh = await journeys.resume_after_confirmation(
         world.rt, after.pending_token or "", "approve", "U_REP")
     assert isinstance(fresh, outcomes.Executed)
     assert await world.crm.sent_count() == 1
@@ -88,9 +89,9 @@ async def test_quote__discount_changed_while_waiting_resuspends_with_diff(db: Da
 
 async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     await world.crm.set_credit_hold("Henderson", True)
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(result, outcomes.Blocked) and result.code == "credit_hold"
     assert await world.crm.sent_count() == 0
@@ -107,9 +108,9 @@ async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) 
 
 async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     await world.crm.set_can_send("U_REP", False)
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(result, outcomes.NoLongerPermitted)
     final = await runs.get(db, run.id)
@@ -119,8 +120,8 @@ async def test_quote__permission_revoked_while_waiting_halts(db: Database) -> No
 
 async def test_quote__decline_with_reason_reaches_the_model(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
-    result = await confirmation.resume_after_confirmation(
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "decline", "U_REP", "wrong SKU")
     assert isinstance(result, outcomes.Declined) and result.reason == "wrong SKU"
     convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
@@ -132,14 +133,14 @@ async def test_quote__decline_with_reason_reaches_the_model(db: Database) -> Non
 
 async def test_quote__non_approver_changes_nothing(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
-    refused = await confirmation.resume_after_confirmation(
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    refused = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_OTHER")
     assert isinstance(refused, outcomes.NotAnApprover)
     same = await runs.get(db, run.id)
     assert same.state is RunState.suspended and same.lease_epoch == run.lease_epoch
     assert not await events.for_run(db, run.id, kind="decision")
-    ok = await confirmation.resume_after_confirmation(
+    ok = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(ok, outcomes.Executed)
     assert await world.crm.sent_count() == 1
@@ -147,24 +148,23 @@ async def test_quote__non_approver_changes_nothing(db: Database) -> None:
 
 async def test_quote__unknown_token_is_refused(db: Database) -> None:
     world = await quotes_world(db)
-    result = await confirmation.resume_after_confirmation(world.rt, "nope", "approve", "U_REP")
+    result = await journeys.resume_after_confirmation(world.rt, "nope", "approve", "U_REP")
     assert result == outcomes.UnknownOrExpired("unknown")
 
 
 async def test_quote__revoked_while_expired_is_not_asked_again_on_continue(db: Database) -> None:
     from datetime import timedelta
 
-    from resume import continuation, expiry
 
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.expires_at is not None
-    await expiry.expire_suspended(world.rt, now=run.expires_at + timedelta(seconds=1))
+    await expire.expire_suspended(world.rt, now=run.expires_at + timedelta(seconds=1))
     await world.crm.set_can_send("U_REP", False)
 
-    result = await continuation.continue_run(world.rt, run.id, "U_REP")
+    result = await journeys.continue_run(world.rt, run.id, "U_REP")
 
-    assert isinstance(result, continuation.Continued)
+    assert isinstance(result, outcomes.Continued)
     cards = [r for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
     assert len(cards) == 1  # no second card for a call the requester may no longer make
     convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
@@ -174,7 +174,7 @@ async def test_quote__revoked_while_expired_is_not_asked_again_on_continue(db: D
 
 async def test_quote__vanished_tool_still_only_lets_the_requester_decide(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert (await world.pending(run)).tool == "send_quote"
     # A deploy while the card waits drops the pending call's tool from the app.
     app = world.rt.app
@@ -183,9 +183,9 @@ async def test_quote__vanished_tool_still_only_lets_the_requester_decide(db: Dat
     assert redeployed.app.tool("send_quote") is None
     token = run.pending_token or ""
 
-    assert await confirmation.refusal(redeployed, token, "U_OTHER") == outcomes.NotAnApprover(
+    assert await decide.refusal(redeployed, token, "U_OTHER") == outcomes.NotAnApprover(
         "U_OTHER", "U_REP", None)
-    refused = await confirmation.decide(redeployed, token, "approve", "U_OTHER")
+    refused = await decide.decide(redeployed, token, "approve", "U_OTHER")
 
     assert refused == outcomes.NotAnApprover("U_OTHER", "U_REP", None)
     same = await runs.get(db, run.id)
@@ -193,7 +193,7 @@ async def test_quote__vanished_tool_still_only_lets_the_requester_decide(db: Dat
     assert not await events.for_run(db, run.id, kind="decision")
     assert (await world.pending(same)).decided_by is None
     # The requester still decides (and the loop then fails the vanished call loudly).
-    assert isinstance(await confirmation.decide(redeployed, token, "decline", "U_REP"),
+    assert isinstance(await decide.decide(redeployed, token, "decline", "U_REP"),
                       outcomes.Claimed)
     assert await world.crm.sent_count() == 0
 
@@ -212,23 +212,23 @@ async def test_quote__expired_token_is_refused_as_expired_before_asking_who_clic
     # Issue 3's order: an expired token is unknown_or_expired first, whoever clicks it.
     clock = _Clock(datetime(2030, 1, 1, 12, 0, tzinfo=UTC))
     world = await quotes_world(db, clock=clock)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     token = run.pending_token or ""
     assert run.expires_at is not None
     clock.at = run.expires_at  # due, but the sweep has not run yet
     expired = outcomes.UnknownOrExpired("expired")
 
     for actor in ("U_OTHER", "U_REP"):
-        assert await confirmation.refusal(world.rt, token, actor) == expired
-        assert await confirmation.decide(world.rt, token, "approve", actor) == expired
-        assert await confirmation.decide(world.rt, token, "decline", actor) == expired
+        assert await decide.refusal(world.rt, token, actor) == expired
+        assert await decide.decide(world.rt, token, "approve", actor) == expired
+        assert await decide.decide(world.rt, token, "decline", actor) == expired
 
     same = await runs.get(db, run.id)
     assert same.state is RunState.suspended and same.lease_epoch == run.lease_epoch
     assert not await events.for_run(db, run.id, kind="decision")
     # Swept since: still expired, not a question of who clicked.
     clock.at = run.expires_at + timedelta(minutes=1)
-    assert [r.id for r in await expiry.expire_suspended(world.rt)] == [run.id]
-    assert await confirmation.refusal(world.rt, token, "U_OTHER") == expired
-    assert await confirmation.decide(world.rt, token, "approve", "U_OTHER") == expired
+    assert [r.id for r in await expire.expire_suspended(world.rt)] == [run.id]
+    assert await decide.refusal(world.rt, token, "U_OTHER") == expired
+    assert await decide.decide(world.rt, token, "approve", "U_OTHER") == expired
     assert await world.crm.sent_count() == 0

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
-from resume import confirmation, continuation, outcomes, starting
+from resume import cancel, outcomes
 from resume.budget import Limits
 from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 TIGHT = Limits(max_steps=2, max_spend_usd=0.5, max_tool_calls=8)
@@ -18,7 +19,7 @@ TIGHT = Limits(max_steps=2, max_spend_usd=0.5, max_tool_calls=8)
 async def _halted(db: Database) -> tuple[QuotesWorld, Run]:
     """The reference run halted on its step bound: looked up, drafted, not yet sent."""
     world = await quotes_world(db, limits=TIGHT)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.halted and run.halt_reason == "budget:steps"
     assert run.step == 2 and run.tool_calls == 2
     return world, run
@@ -27,10 +28,10 @@ async def _halted(db: Database) -> tuple[QuotesWorld, Run]:
 async def test_continue_run__someone_elses_or_a_missing_run_is_not_found(db: Database) -> None:
     world, run = await _halted(db)
 
-    assert await continuation.continue_run(world.rt, run.id, "U_OTHER") == (
-        continuation.ContinueRefused("not_found"))
-    assert await continuation.continue_run(world.rt, "run_missing", "U_REP") == (
-        continuation.ContinueRefused("not_found"))
+    assert await journeys.continue_run(world.rt, run.id, "U_OTHER") == (
+        outcomes.ContinueRefused("not_found"))
+    assert await journeys.continue_run(world.rt, "run_missing", "U_REP") == (
+        outcomes.ContinueRefused("not_found"))
 
     same = await runs.get(db, run.id)
     assert same.state is RunState.halted and same.event_seq == run.event_seq
@@ -40,9 +41,9 @@ async def test_continue_run__someone_elses_or_a_missing_run_is_not_found(db: Dat
 async def test_continue_run__grants_more_steps_and_continues_the_budget(db: Database) -> None:
     world, run = await _halted(db)
 
-    result = await continuation.continue_run(world.rt, run.id, "U_REP")
+    result = await journeys.continue_run(world.rt, run.id, "U_REP")
 
-    assert isinstance(result, continuation.Continued)
+    assert isinstance(result, outcomes.Continued)
     assert result.previous_reason == "budget:steps"
     assert result.old_limits["max_steps"] == 2 and result.new_limits["max_steps"] == 6
     after = result.run
@@ -63,9 +64,9 @@ async def test_continue_run__grants_more_steps_and_continues_the_budget(db: Data
     assert [n["event"] for n in notices] == ["halted", "continued"]
     assert notices[1]["grant"]["new_limits"]["max_steps"] == 6
     # Once it runs again, a second continue is refused, and the run finishes normally.
-    assert await continuation.continue_run(world.rt, run.id, "U_REP") == (
-        continuation.ContinueRefused("not_halted"))
-    done = await confirmation.resume_after_confirmation(world.rt, after.pending_token or "",
+    assert await journeys.continue_run(world.rt, run.id, "U_REP") == (
+        outcomes.ContinueRefused("not_halted"))
+    done = await journeys.resume_after_confirmation(world.rt, after.pending_token or "",
                                                         "approve", "U_REP")
     assert isinstance(done, outcomes.Executed)
     assert (await runs.get(db, run.id)).state is RunState.answered
@@ -74,11 +75,11 @@ async def test_continue_run__grants_more_steps_and_continues_the_budget(db: Data
 
 async def test_continue_run__a_suspended_run_is_not_halted(db: Database) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
 
-    refused = await continuation.continue_run(world.rt, run.id, "U_REP")
+    refused = await journeys.continue_run(world.rt, run.id, "U_REP")
 
-    assert refused == continuation.ContinueRefused("not_halted")
+    assert refused == outcomes.ContinueRefused("not_halted")
     same = await runs.get(db, run.id)
     assert same.state is RunState.suspended and same.limits == run.limits
     assert await events.for_run(db, run.id, kind="grant") == []
@@ -87,11 +88,11 @@ async def test_continue_run__a_suspended_run_is_not_halted(db: Database) -> None
 async def test_continue_run__two_at_once_grant_once(db: Database) -> None:
     world, run = await _halted(db)
 
-    results = await asyncio.gather(*(continuation.continue_run(world.rt, run.id, "U_REP")
+    results = await asyncio.gather(*(journeys.continue_run(world.rt, run.id, "U_REP")
                                      for _ in range(2)))
 
-    assert sum(isinstance(r, continuation.Continued) for r in results) == 1
-    assert continuation.ContinueRefused("not_halted") in results
+    assert sum(isinstance(r, outcomes.Continued) for r in results) == 1
+    assert outcomes.ContinueRefused("not_halted") in results
     assert len(await events.for_run(db, run.id, kind="grant")) == 1
     assert (await runs.get(db, run.id)).limits["max_steps"] == 6
 
@@ -100,14 +101,14 @@ async def test_cancel__suspended_run_fails_cancelled_and_its_card_is_stripped(
     db: Database,
 ) -> None:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     token = run.pending_token or ""
 
-    assert await continuation.cancel(world.rt, run.id, "U_OTHER") == (
-        continuation.CancelRefused("not_found"))
-    result = await continuation.cancel(world.rt, run.id, "U_REP")
+    assert await cancel.cancel(world.rt, run.id, "U_OTHER") == (
+        outcomes.CancelRefused("not_found"))
+    result = await cancel.cancel(world.rt, run.id, "U_REP")
 
-    assert isinstance(result, continuation.Cancelled)
+    assert isinstance(result, outcomes.Cancelled)
     after = await runs.get(db, run.id)
     assert after.state is RunState.failed and after.halt_reason == "cancelled"
     rows = await outbox.for_run(db, run.id)
@@ -118,22 +119,22 @@ async def test_cancel__suspended_run_fails_cancelled_and_its_card_is_stripped(
     [event] = await events.for_run(db, run.id, kind="cancelled")
     assert event.data["by"] == "U_REP" and event.data["previous_state"] == "suspended"
     # The card's token no longer works; nothing was sent; cancelling again is refused.
-    clicked = await confirmation.resume_after_confirmation(world.rt, token, "approve", "U_REP")
+    clicked = await journeys.resume_after_confirmation(world.rt, token, "approve", "U_REP")
     assert isinstance(clicked, outcomes.UnknownOrExpired)
     assert (await runs.get(db, run.id)).state is RunState.failed
     assert await world.crm.sent_count() == 0
-    assert await continuation.cancel(world.rt, run.id, "U_REP") == (
-        continuation.CancelRefused("not_cancellable"))
+    assert await cancel.cancel(world.rt, run.id, "U_REP") == (
+        outcomes.CancelRefused("not_cancellable"))
 
 
 async def test_cancel__halted_run_fails_cancelled_without_a_card_update(db: Database) -> None:
     world, run = await _halted(db)
 
-    result = await continuation.cancel(world.rt, run.id, "U_REP")
+    result = await cancel.cancel(world.rt, run.id, "U_REP")
 
-    assert isinstance(result, continuation.Cancelled)
+    assert isinstance(result, outcomes.Cancelled)
     assert result.run.state is RunState.failed and result.run.halt_reason == "cancelled"
     kinds = [r.kind for r in await outbox.for_run(db, run.id)]
     assert kinds == ["run_notice", "run_notice"]  # halted, then cancelled
-    assert await continuation.continue_run(world.rt, run.id, "U_REP") == (
-        continuation.ContinueRefused("not_halted"))
+    assert await journeys.continue_run(world.rt, run.id, "U_REP") == (
+        outcomes.ContinueRefused("not_halted"))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from examples import purchase
-from resume import confirmation, outcomes, starting
+from resume import outcomes
 from resume.messages import Message, ToolSpec
 from resume.scripted import ScriptedModel, Turn
 from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.purchase_harness import ASK, FLOW, purchase_world
 
 
@@ -23,9 +24,9 @@ def summarise_after_approval(messages: Sequence[Message], tools: Sequence[ToolSp
 
 async def test_contract__answer_without_checkout_fails_incomplete(db: Database) -> None:
     world = await purchase_world(db, model=ScriptedModel(summarise_after_approval))
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_BUYER")
 
     assert isinstance(result, outcomes.Executed)  # the approved tool itself ran
@@ -47,9 +48,9 @@ async def test_contract__answer_without_checkout_fails_incomplete(db: Database) 
 
 async def test_contract__answered_run_carries_the_evidence_in_order(db: Database) -> None:
     world = await purchase_world(db)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
 
-    await confirmation.resume_after_confirmation(
+    await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_BUYER")
 
     final = await runs.get(db, run.id)
@@ -77,9 +78,9 @@ async def test_contract__answered_run_carries_the_evidence_in_order(db: Database
 
 async def test_contract__declined_mandate_is_not_an_answered_purchase(db: Database) -> None:
     world = await purchase_world(db)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "decline", "U_BUYER", "too expensive")
 
     assert isinstance(result, outcomes.Declined)
@@ -93,7 +94,7 @@ async def test_contract__declined_mandate_is_not_an_answered_purchase(db: Databa
 async def test_contract__inquiry_branch_has_no_contract_and_answers(db: Database) -> None:
     world = await purchase_world(db)
 
-    run = await starting.start(world.rt, "U_ASKER", "what does KB-100 cost?")
+    run = await journeys.start(world.rt, "U_ASKER", "what does KB-100 cost?")
 
     assert run.state is RunState.answered and run.route == "inquiry"
     assert run.answer and "$89.00" in run.answer

@@ -22,12 +22,13 @@ from typing import Any
 import pytest
 
 from examples.crm import CRM
-from resume import confirmation, faults, outcomes, recovery, starting
+from resume import faults, outcomes, reap
 from resume.runtime import Runtime
 from store import events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.resume import crash_child
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,7 +65,7 @@ async def _orphaned(db: Database, run_id: str) -> list[dict[str, Any]]:
 
 
 async def _recovered(rt: Runtime, run_id: str, before: list[dict[str, Any]]) -> Run:
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
     assert [r.id for r in report.recovered] == [run_id]
     final = await runs.get(rt.db, run_id)
     assert final.state in SETTLED
@@ -93,7 +94,7 @@ async def test_crash__killed_in_the_confirmed_send_sends_the_quote_once(
     database_url: str, db: Database, point: str
 ) -> None:
     rt, crm = await _world(db)
-    run = await starting.start(rt, crash_child.REQUESTER, crash_child.ASK)
+    run = await journeys.start(rt, crash_child.REQUESTER, crash_child.ASK)
     assert run.state is RunState.suspended and run.pending_token
 
     await _killed_at(point, "approve", database_url, "reconcile", run.pending_token)
@@ -117,7 +118,7 @@ async def test_crash__unreconcilable_send_fails_loudly_outcome_unknown(
 ) -> None:
     point = faults.AFTER_TOOL_WRITE  # the write happened; the tool cannot say so
     rt, crm = await _world(db, "blind")
-    run = await starting.start(rt, crash_child.REQUESTER, crash_child.ASK)
+    run = await journeys.start(rt, crash_child.REQUESTER, crash_child.ASK)
     assert run.pending_token
 
     await _killed_at(point, "approve", database_url, "blind", run.pending_token)
@@ -154,7 +155,7 @@ async def test_crash__killed_while_starting_recovers_to_the_approval(
     cards = [r for r in await outbox.for_run(db, orphan.id) if r.kind == "approval_card"]
     assert len(cards) == 1
     # The recovered run is an ordinary suspension: approving it sends once.
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         rt, final.pending_token, "approve", crash_child.REQUESTER)
     assert isinstance(result, outcomes.Executed)
     assert await crm.sent_count("Henderson") == 1
@@ -168,14 +169,14 @@ async def test_crash__three_crashes_fail_recovery_exhausted_and_the_reaper_stops
     assert rt.max_recovery_attempts == 2
 
     # Crash one: created, then nobody worked on it (as if killed right after the insert).
-    run_id = (await starting.begin(rt, crash_child.REQUESTER, crash_child.ASK)).id
+    run_id = (await journeys.begin(rt, crash_child.REQUESTER, crash_child.ASK)).id
     for attempt in (1, 2):  # crashes two and three: each recovery is killed too
         await _orphaned(db, run_id)
         await _killed_at(faults.DURING_MODEL_CALL, "recover", database_url, "reconcile")
         assert (await runs.get(db, run_id)).recovery_attempts == attempt
     before = await _orphaned(db, run_id)
 
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
 
     assert report.recovered == [] and [r.id for r in report.exhausted] == [run_id]
     final = await runs.get(db, run_id)
@@ -189,6 +190,6 @@ async def test_crash__three_crashes_fail_recovery_exhausted_and_the_reaper_stops
     assert await crm.sent_count() == 0
     # The reaper does not loop: another pass finds nothing and writes nothing.
     seq = final.event_seq
-    again = await recovery.recover_orphans(rt)
+    again = await reap.recover_orphans(rt)
     assert again.empty
     assert (await runs.get(db, run_id)).event_seq == seq

@@ -11,13 +11,14 @@ from pydantic import BaseModel
 
 from examples import quotes
 from examples.crm import CRM, Pricing
-from resume import confirmation, outcomes, recovery, starting
-from resume.app import App
+from resume import decide, expire, outcomes, reap
+from resume.apps import App
 from resume.runtime import Runtime
 from resume.tools import Tool, ToolContext
 from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 
@@ -55,7 +56,7 @@ def _without_send(app: App) -> App:
 
 async def _suspended_then_deployed(db: Database, change: Any) -> tuple[QuotesWorld, Runtime, str]:
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.suspended
     deployed = Runtime(db=db, app=change(quotes.build(world.crm)))
     assert deployed.app.fingerprint() != run.app_fingerprint
@@ -68,7 +69,7 @@ async def test_deploy__an_argument_became_required_fails_snapshot_incompatible(
     world, deployed, token = await _suspended_then_deployed(
         db, lambda app: _with_send_args(app, SendRequiresNote))
 
-    result = await confirmation.resume_after_confirmation(deployed, token, "approve", "U_REP")
+    result = await journeys.resume_after_confirmation(deployed, token, "approve", "U_REP")
 
     assert isinstance(result, outcomes.Stopped)
     run = result.run
@@ -86,7 +87,7 @@ async def test_deploy__the_pending_tool_vanished_fails_snapshot_incompatible(
 ) -> None:
     world, deployed, token = await _suspended_then_deployed(db, _without_send)
 
-    result = await confirmation.resume_after_confirmation(deployed, token, "approve", "U_REP")
+    result = await journeys.resume_after_confirmation(deployed, token, "approve", "U_REP")
 
     assert isinstance(result, outcomes.Stopped)
     assert result.run.halt_reason == "snapshot_incompatible"
@@ -102,7 +103,7 @@ async def test_deploy__a_new_optional_argument_proceeds_and_records_the_change(
         db, lambda app: _with_send_args(app, SendWithOptionalNote))
     before = (await runs.list_runs(db))[0]
 
-    result = await confirmation.resume_after_confirmation(deployed, token, "approve", "U_REP")
+    result = await journeys.resume_after_confirmation(deployed, token, "approve", "U_REP")
 
     assert isinstance(result, outcomes.Executed)
     after = await runs.get(db, before.id)
@@ -117,12 +118,12 @@ async def test_deploy__a_new_tool_proceeds_on_recovery_and_records_the_change(
     db: Database,
 ) -> None:
     world = await quotes_world(db)
-    orphan = await starting.begin(world.rt, "U_REP", ASK)  # crashed before its first step
+    orphan = await journeys.begin(world.rt, "U_REP", ASK)  # crashed before its first step
     stale = datetime.now(UTC) - timedelta(hours=1)
     assert await runs.heartbeat(db, orphan.id, orphan.lease_epoch, now=stale)
     deployed = Runtime(db=db, app=_with_new_tool(quotes.build(world.crm)))
 
-    report = await recovery.recover_orphans(deployed)
+    report = await reap.recover_orphans(deployed)
 
     [run] = report.recovered
     assert run.state is RunState.suspended and run.app_fingerprint == deployed.app.fingerprint()
@@ -133,17 +134,16 @@ async def test_deploy__a_new_tool_proceeds_on_recovery_and_records_the_change(
 async def test_deploy__expired_run_continued_under_incompatible_tool_fails_loudly(
     db: Database,
 ) -> None:
-    from resume import continuation, expiry
 
     world, deployed, _token = await _suspended_then_deployed(
         db, lambda app: _with_send_args(app, SendRequiresNote))
     [run] = await runs.list_runs(db, states=[RunState.suspended])
     assert run.expires_at is not None
-    await expiry.expire_suspended(world.rt, now=run.expires_at + timedelta(seconds=1))
+    await expire.expire_suspended(world.rt, now=run.expires_at + timedelta(seconds=1))
 
-    result = await continuation.continue_run(deployed, run.id, "U_REP")
+    result = await journeys.continue_run(deployed, run.id, "U_REP")
 
-    assert isinstance(result, continuation.Continued)
+    assert isinstance(result, outcomes.Continued)
     after = await runs.get(db, run.id)
     assert after.state is RunState.failed and after.halt_reason == "snapshot_incompatible"
     assert await world.crm.sent_count() == 0
@@ -154,28 +154,28 @@ async def test_deploy__recovered_after_the_approved_send_ran_is_not_held_to_its_
 ) -> None:
     """The pending call already has its result: a later arg change does not concern it."""
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
-    claimed = await confirmation.decide(world.rt, run.pending_token or "", "approve", "U_REP")
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    claimed = await decide.decide(world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(claimed, outcomes.Claimed)
     # Run the approved send, then "crash" before the final model step commits.
     from resume import calls
-    from resume.loop import _outstanding
+    from resume.drive import outstanding
+    from resume.held import HeldRun
     from resume.messages import Message
-    from resume.worker import Worker
     from store import messages
 
     convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
-    worker = Worker(world.rt, claimed.run, convo, scope=await world.rt.app.scope("U_REP"))
-    [call] = _outstanding(convo)
+    worker = HeldRun(world.rt, claimed.run, convo, scope=await world.rt.app.scope("U_REP"))
+    [call] = outstanding(convo)
     assert await calls.handle(worker, call, None) is None
     assert await world.crm.sent_count() == 1
     stale = datetime.now(UTC) - timedelta(minutes=10)
     async with db.write() as conn:
-        await conn.execute(runs.t.update().where(runs.t.c.id == run.id)
+        await conn.execute(runs.RUNS.update().where(runs.RUNS.c.id == run.id)
                            .values(heartbeat_at=stale))
 
     deployed = Runtime(db=db, app=_with_send_args(quotes.build(world.crm), SendRequiresNote))
-    await recovery.recover_orphans(deployed)
+    await reap.recover_orphans(deployed)
 
     after = await runs.get(db, run.id)
     assert after.state is RunState.answered, after.halt_reason
@@ -201,9 +201,9 @@ async def test_deploy__incompatible_after_a_crash_mid_send_names_the_unknown_sen
     crm = SendThenCrashCRM(db)
     await crm.setup()
     rt = Runtime(db=db, app=quotes.build(crm))
-    run = await starting.start(rt, "U_REP", ASK)
+    run = await journeys.start(rt, "U_REP", ASK)
     with pytest.raises(Crash):
-        await confirmation.resume_after_confirmation(rt, run.pending_token or "", "approve",
+        await journeys.resume_after_confirmation(rt, run.pending_token or "", "approve",
                                                      "U_REP")
     [send] = [e for e in await ledger.for_run(db, run.id) if e.tool == "send_quote"]
     assert send.status is LedgerStatus.started and await crm.sent_count() == 1
@@ -211,7 +211,7 @@ async def test_deploy__incompatible_after_a_crash_mid_send_names_the_unknown_sen
     assert await runs.heartbeat(db, run.id, run.lease_epoch + 1, now=stale)
     deployed = Runtime(db=db, app=_with_send_args(quotes.build(crm), SendRequiresNote))
 
-    await recovery.recover_orphans(deployed)
+    await reap.recover_orphans(deployed)
 
     after = await runs.get(db, run.id)
     assert after.state is RunState.failed and after.halt_reason == "snapshot_incompatible"

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from resume import confirmation, expiry, outcomes, retention, starting
+from resume import decide, expire, outcomes, proceed, purge
 from store import events, messages, outbox, runs
 from store.engine import Database
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -34,15 +35,15 @@ async def test_expire_suspended__at_exactly_expires_at_halts_and_strips_the_card
 ) -> None:
     clock = Clock(T0)
     world = await _world(db, clock)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.suspended and run.pending_token
     expires = T0 + world.rt.suspension_ttl
     assert run.expires_at == expires
 
-    assert await expiry.expire_suspended(world.rt, now=expires - TICK) == []
+    assert await expire.expire_suspended(world.rt, now=expires - TICK) == []
     assert (await runs.get(db, run.id)).state is RunState.suspended
 
-    expired = await expiry.expire_suspended(world.rt, now=expires)
+    expired = await expire.expire_suspended(world.rt, now=expires)
 
     assert [r.id for r in expired] == [run.id]
     after = await runs.get(db, run.id)
@@ -59,10 +60,10 @@ async def test_expire_suspended__at_exactly_expires_at_halts_and_strips_the_card
     assert event.data["token"] == run.pending_token and event.data["tool"] == "send_quote"
     # The card's token no longer works, and a second sweep finds nothing.
     clock.at = expires
-    late = await confirmation.resume_after_confirmation(world.rt, run.pending_token, "approve",
+    late = await journeys.resume_after_confirmation(world.rt, run.pending_token, "approve",
                                                         "U_REP")
     assert late == outcomes.UnknownOrExpired("expired")
-    assert await expiry.expire_suspended(world.rt, now=expires + timedelta(hours=1)) == []
+    assert await expire.expire_suspended(world.rt, now=expires + timedelta(hours=1)) == []
     assert await world.crm.sent_count() == 0
 
 
@@ -71,14 +72,14 @@ async def test_expire_suspended__a_click_before_the_sweep_wins_and_the_sweep_ski
 ) -> None:
     clock = Clock(T0)
     world = await _world(db, clock)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     expires = T0 + world.rt.suspension_ttl
     clock.at = expires - TICK
 
-    claimed = await confirmation.decide(world.rt, run.pending_token or "", "approve", "U_REP")
+    claimed = await decide.decide(world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(claimed, outcomes.Claimed)
-    assert await expiry.expire_suspended(world.rt, now=expires) == []
-    result = await confirmation.proceed(world.rt, claimed)
+    assert await expire.expire_suspended(world.rt, now=expires) == []
+    result = await proceed.proceed(claimed)
 
     assert isinstance(result, outcomes.Executed)
     assert (await runs.get(db, run.id)).state is RunState.answered
@@ -91,13 +92,13 @@ async def test_expire_suspended__approvals_racing_the_sweep_have_one_winner_each
 ) -> None:
     clock = Clock(T0)
     world = await _world(db, clock)
-    started = [await starting.start(world.rt, "U_REP", ASK) for _ in range(4)]
+    started = [await journeys.start(world.rt, "U_REP", ASK) for _ in range(4)]
     expires = T0 + world.rt.suspension_ttl
     clock.at = expires - TICK  # the clicks come one tick before the boundary
 
     swept, *clicks = await asyncio.gather(
-        expiry.expire_suspended(world.rt, now=expires),
-        *(confirmation.decide(world.rt, r.pending_token or "", "approve", "U_REP")
+        expire.expire_suspended(world.rt, now=expires),
+        *(decide.decide(world.rt, r.pending_token or "", "approve", "U_REP")
           for r in started),
     )
 
@@ -108,7 +109,7 @@ async def test_expire_suspended__approvals_racing_the_sweep_have_one_winner_each
         assert won_click != (run.id in expired_ids), (run.id, click)
         if won_click:
             assert isinstance(click, outcomes.Claimed)
-            assert isinstance(await confirmation.proceed(world.rt, click), outcomes.Executed)
+            assert isinstance(await proceed.proceed(click), outcomes.Executed)
             assert (await runs.get(db, run.id)).state is RunState.answered
         else:
             assert click == outcomes.UnknownOrExpired("expired")
@@ -124,23 +125,23 @@ async def test_purge__leaves_suspended_running_and_young_runs_alone(db: Database
     rt = world.rt
 
     async def answered() -> str:
-        run = await starting.start(rt, "U_REP", ASK)
-        await confirmation.resume_after_confirmation(rt, run.pending_token or "", "approve",
+        run = await journeys.start(rt, "U_REP", ASK)
+        await journeys.resume_after_confirmation(rt, run.pending_token or "", "approve",
                                                      "U_REP")
         assert (await runs.get(db, run.id)).state is RunState.answered
         return run.id
 
     old_answered = await answered()
-    old_halted = (await starting.start(rt, "U_REP", ASK)).id
-    assert [r.id for r in await expiry.expire_suspended(rt, now=T0 + rt.suspension_ttl)] == [
+    old_halted = (await journeys.start(rt, "U_REP", ASK)).id
+    assert [r.id for r in await expire.expire_suspended(rt, now=T0 + rt.suspension_ttl)] == [
         old_halted]
-    old_suspended = (await starting.start(rt, "U_REP", ASK)).id  # long past expiry: unswept
-    old_running = (await starting.begin(rt, "U_REP", ASK)).id
+    old_suspended = (await journeys.start(rt, "U_REP", ASK)).id  # long past expiry: unswept
+    old_running = (await journeys.begin(rt, "U_REP", ASK)).id
     clock.at = T0 + rt.retention
     young_answered = await answered()
     now = T0 + rt.retention + timedelta(days=1)
 
-    deleted = await retention.purge(rt, now=now)
+    deleted = await purge.purge(rt, now=now)
 
     assert deleted == 2
     assert await runs.find(db, old_answered) is None and await runs.find(db, old_halted) is None
@@ -149,4 +150,4 @@ async def test_purge__leaves_suspended_running_and_young_runs_alone(db: Database
     kept = {r.id: r.state for r in await runs.list_runs(db)}
     assert kept == {old_suspended: RunState.suspended, old_running: RunState.running,
                     young_answered: RunState.answered}
-    assert await retention.purge(rt, now=now) == 0
+    assert await purge.purge(rt, now=now) == 0

@@ -16,8 +16,8 @@ import pytest
 from pydantic import BaseModel
 from sqlalchemy import Column, MetaData, String, Table, func, insert, select, update
 
-from resume import recovery, starting
-from resume.app import App
+from resume import reap
+from resume.apps import App
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.runtime import Runtime
 from resume.scope import Scope
@@ -26,6 +26,7 @@ from resume.tools import Tool, ToolContext
 from store import errors, ledger, messages, runs, schema
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.tcp_proxy import Proxy
 
 pytestmark = pytest.mark.postgres
@@ -89,7 +90,7 @@ async def test_outage__a_result_is_held_through_an_outage_after_the_write(
         return {"booked": args.item}
 
     rt = Runtime(db=through, app=_booking_app(book))
-    run = await starting.start(rt, "U_REP", "book a room")
+    run = await journeys.start(rt, "U_REP", "book a room")
 
     assert proxy.refused > 0  # the outage happened
     assert run.state is RunState.answered and run.answer == "booked"
@@ -120,7 +121,7 @@ async def test_outage__a_tool_cut_off_mid_write_is_reconciled_not_reported_as_fa
 
     rt = Runtime(db=through, app=_booking_app(book))
     with pytest.raises(errors.DatabaseUnavailable):
-        await starting.start(rt, "U_REP", "book a room")
+        await journeys.start(rt, "U_REP", "book a room")
     [run] = await runs.list_runs(direct)
     # Not a failed result for the model to shrug at: the call's outcome is unknown.
     assert run.state is RunState.running
@@ -128,7 +129,7 @@ async def test_outage__a_tool_cut_off_mid_write_is_reconciled_not_reported_as_fa
     await runs.heartbeat(direct, run.id, run.lease_epoch,
                          now=datetime.now(UTC) - timedelta(hours=1))
 
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
 
     assert [r.id for r in report.recovered] == [run.id]
     final = await runs.get(direct, run.id)
@@ -163,7 +164,7 @@ async def test_outage__a_result_settled_by_a_taker_during_the_outage_is_not_adop
         return {"booked": args.item}
 
     rt = Runtime(db=through, app=_booking_app(book), owner_id="proc_zombie")
-    run = await starting.start(rt, "U_REP", "book a room")
+    run = await journeys.start(rt, "U_REP", "book a room")
 
     assert proxy.refused > 0
     assert run.state is RunState.running and run.owner_id == "proc_taker"

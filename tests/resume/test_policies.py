@@ -20,11 +20,11 @@ import pytest
 from pydantic import BaseModel
 
 from bot import cards, replies
-from resume import confirmation, outcomes, starting
-from resume.app import App
-from resume.confirmation import Decision
+from resume import decide, outcomes, proceed
+from resume.apps import App
 from resume.messages import Message, ToolCall
-from resume.notices import ApprovalCard
+from resume.outbox import ApprovalCard
+from resume.outcomes import Decision
 from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
@@ -33,6 +33,7 @@ from store import approvals, events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Approval, Run
 from store.states import LedgerStatus, RunState
+from tests import journeys
 
 REQUESTER = "UREQUESTER"
 MANAGERS = ("UMGR1", "UMGR2")
@@ -77,7 +78,7 @@ async def _started(
 ) -> tuple[Runtime, Run, list[tuple[str, int]]]:
     executed: list[tuple[str, int]] = []
     rt = Runtime(db=db, app=_app(turns, executed))
-    run = await starting.start(rt, requester, "move some money")
+    run = await journeys.start(rt, requester, "move some money")
     assert run.state is RunState.suspended, run.halt_reason
     return rt, run, executed
 
@@ -106,15 +107,15 @@ async def test_approvers__fixed_users_decide_and_the_requester_does_not(db: Data
     clicks: list[tuple[str, Decision]] = [(REQUESTER, "approve"), ("USTRANGER", "approve"),
                                           (REQUESTER, "decline")]
     for actor, decision in clicks:
-        refused = await confirmation.decide(rt, token, decision, actor)
+        refused = await decide.decide(rt, token, decision, actor)
         assert refused == outcomes.NotAnApprover(actor, REQUESTER, list(MANAGERS))
     await _assert_untouched(db, run, executed)
 
-    claimed = await confirmation.decide(rt, token, "approve", "UMGR2")
+    claimed = await decide.decide(rt, token, "approve", "UMGR2")
 
     assert isinstance(claimed, outcomes.Claimed)
     assert claimed.run.state is RunState.running
-    result = await confirmation.proceed(rt, claimed)
+    result = await proceed.proceed(claimed)
     assert isinstance(result, outcomes.Executed)
     final = await runs.get(db, run.id)
     assert final.state is RunState.answered and final.answer == "refunded 30"
@@ -129,12 +130,12 @@ async def test_approvers__a_predicate_decides_who_may_approve(db: Database) -> N
 
     # The requester is in finance but may not approve their own wire; sales may not at all.
     for actor in ("UFIN1", "USALES"):
-        refused = await confirmation.decide(rt, token, "approve", actor)
+        refused = await decide.decide(rt, token, "approve", actor)
         assert isinstance(refused, outcomes.NotAnApprover)
         assert (refused.actor, refused.requester) == (actor, "UFIN1")
     await _assert_untouched(db, run, executed)
 
-    result = await confirmation.resume_after_confirmation(rt, token, "approve", "UFIN2")
+    result = await journeys.resume_after_confirmation(rt, token, "approve", "UFIN2")
 
     assert isinstance(result, outcomes.Executed)
     final = await runs.get(db, run.id)
@@ -149,7 +150,7 @@ async def test_approvers__a_predicate_policy_is_described_not_mistaken_for_the_r
 ) -> None:
     rt, run, _ = await _started(db, [_calls(("wire", 900)), "wired 900"], requester="UFIN1")
 
-    refused = await confirmation.decide(rt, run.pending_token or "", "approve", "UFIN1")
+    refused = await decide.decide(rt, run.pending_token or "", "approve", "UFIN1")
 
     assert isinstance(refused, outcomes.NotAnApprover)
     said = replies.refusal(refused)
@@ -180,7 +181,7 @@ async def test_confirm__a_predicate_asks_for_some_calls_and_runs_the_others_at_o
     cards = [r.payload for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
     assert len(cards) == 1 and cards[0]["preview"]["fields"] == [["amount", "500"]]
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         rt, run.pending_token or "", "approve", REQUESTER)
 
     assert isinstance(result, outcomes.Executed)
@@ -206,7 +207,7 @@ async def test_approvers__two_approvers_clicking_at_once_one_decides(db: Databas
             clicks.reverse()
 
         results = await asyncio.gather(*(
-            confirmation.decide(rt, token, decision, actor,
+            decide.decide(rt, token, decision, actor,
                                 "not this one" if decision == "decline" else None)
             for actor, decision in clicks))
 
@@ -225,7 +226,7 @@ async def test_approvers__two_approvers_clicking_at_once_one_decides(db: Databas
         assert [(u["status"], u["actor"]) for u in updates] == [
             ("approved" if decided.decision == "approve" else "declined", decided.decided_by)]
 
-        outcome = await confirmation.proceed(rt, claimed)
+        outcome = await proceed.proceed(claimed)
 
         if decided.decision == "approve":
             assert isinstance(outcome, outcomes.Executed)
@@ -277,7 +278,7 @@ async def test_decision__records_the_clicker_and_the_digest_they_were_shown(
     [suspended] = await events.for_run(db, run.id, kind="suspended")
     assert suspended.data["digest"] == digest
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         rt, run.pending_token or "", decision, "UMGR1", reason)
 
     assert isinstance(result, outcomes.Executed if decision == "approve" else outcomes.Declined)

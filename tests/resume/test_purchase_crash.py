@@ -20,11 +20,12 @@ from sqlalchemy import func, select
 
 from examples import purchase
 from examples.shop import Shop, mandates
-from resume import confirmation, recovery, starting
+from resume import reap
 from resume.runtime import Runtime
 from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.purchase_harness import ASK, FLOW
 
 STALE = timedelta(hours=1)
@@ -88,11 +89,11 @@ async def test_purchase__a_crash_at_a_keyed_write_ends_with_exactly_one_order(
     await shop.setup()
     app = purchase.build(shop)
     rt = Runtime(db=db, app=app, owner_id="proc_crashed")
-    run = await starting.start(rt, "U_BUYER", ASK)
+    run = await journeys.start(rt, "U_BUYER", ASK)
     assert run.state is RunState.suspended and run.pending_token
 
     with pytest.raises(Crash):
-        await confirmation.resume_after_confirmation(rt, run.pending_token, "approve",
+        await journeys.resume_after_confirmation(rt, run.pending_token, "approve",
                                                      "U_BUYER")
 
     crashed = await runs.get(db, run.id)
@@ -103,7 +104,7 @@ async def test_purchase__a_crash_at_a_keyed_write_ends_with_exactly_one_order(
     assert len(await shop.orders()) == (1 if (crash_in, when) == ("checkout", "after") else 0)
     assert await runs.heartbeat(db, run.id, crashed.lease_epoch, now=datetime.now(UTC) - STALE)
 
-    report = await recovery.recover_orphans(Runtime(db=db, app=app, owner_id="proc_reaper"))
+    report = await reap.recover_orphans(Runtime(db=db, app=app, owner_id="proc_reaper"))
 
     assert [r.id for r in report.recovered] == [run.id]
     final = await runs.get(db, run.id)

@@ -20,8 +20,8 @@ from sqlalchemy import func, select
 from examples import crm as crm_tables
 from examples import quotes
 from examples.crm import CRM, Pricing
-from resume import confirmation, recovery, starting
-from resume.app import App
+from resume import reap
+from resume.apps import App
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.runtime import Runtime
 from resume.scope import Scope
@@ -30,6 +30,7 @@ from resume.tools import Tool, ToolContext
 from store import approvals, events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.quotes_harness import ASK
 
 STALE = timedelta(hours=1)
@@ -71,12 +72,12 @@ async def test_recover_orphans__zombie_writes_nothing_after_takeover(db: Databas
 
     first = Runtime(db=db, app=quotes.build(crm, ScriptedModel(gated)), owner_id="proc_first")
     second = Runtime(db=db, app=quotes.build(crm), owner_id="proc_second")
-    zombie = asyncio.create_task(starting.start(first, "U_REP", ASK))
+    zombie = asyncio.create_task(journeys.start(first, "U_REP", ASK))
     await asyncio.wait_for(entered.wait(), timeout=10)
     held = (await runs.list_runs(db))[0]
     await _age(db, held.id)
 
-    report = await recovery.recover_orphans(second)
+    report = await reap.recover_orphans(second)
 
     assert [r.id for r in report.recovered] == [held.id]
     taken = await runs.get(db, held.id)
@@ -102,13 +103,13 @@ async def test_recover_orphans__zombie_writes_nothing_after_takeover(db: Databas
 async def test_recover_orphans__two_reapers_take_over_each_orphan_once(db: Database) -> None:
     crm = await _crm(db)
     crashed = Runtime(db=db, app=quotes.build(crm), owner_id="proc_dead")
-    ids = [(await starting.begin(crashed, f"U_{i}", ASK)).id for i in range(3)]
+    ids = [(await journeys.begin(crashed, f"U_{i}", ASK)).id for i in range(3)]
     for run_id in ids:
         await _age(db, run_id)
     reapers = [Runtime(db=db, app=quotes.build(crm), owner_id=f"proc_reaper_{i}")
                for i in range(2)]
 
-    reports = await asyncio.gather(*(recovery.recover_orphans(rt) for rt in reapers))
+    reports = await asyncio.gather(*(reap.recover_orphans(rt) for rt in reapers))
 
     taken = [r.id for report in reports for r in report.recovered]
     assert sorted(taken) == sorted(ids)
@@ -127,14 +128,14 @@ async def test_recover_orphans__two_reapers_take_over_each_orphan_once(db: Datab
 async def test_recover_orphans__heartbeat_at_the_boundary_is_not_an_orphan(db: Database) -> None:
     crm = await _crm(db)
     rt = Runtime(db=db, app=quotes.build(crm))
-    run = await starting.begin(rt, "U_REP", ASK)
+    run = await journeys.begin(rt, "U_REP", ASK)
     now = _now()
     await _age(db, run.id, at=now - rt.orphan_after)
 
-    assert (await recovery.recover_orphans(rt, now=now)).empty
+    assert (await reap.recover_orphans(rt, now=now)).empty
     assert (await runs.get(db, run.id)).recovery_attempts == 0
 
-    report = await recovery.recover_orphans(rt, now=now + timedelta(microseconds=1))
+    report = await reap.recover_orphans(rt, now=now + timedelta(microseconds=1))
     assert [r.id for r in report.recovered] == [run.id]
     assert (await runs.get(db, run.id)).state is RunState.suspended
 
@@ -173,14 +174,14 @@ async def test_recover_orphans__a_tool_result_in_the_messages_is_never_replayed(
     executions: list[str] = []
     rt = Runtime(db=db, app=_counting_app(executions, crash=[True]))
     with pytest.raises(Crash):
-        await starting.start(rt, "U_REP", "count once")
+        await journeys.start(rt, "U_REP", "count once")
     run = (await runs.list_runs(db))[0]
     assert run.state is RunState.running and len(executions) == 1
     before = await messages.load(db, run.id)
     assert before[-1]["role"] == "tool"
     await _age(db, run.id)
 
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
 
     assert [r.id for r in report.recovered] == [run.id]
     final = await runs.get(db, run.id)
@@ -208,19 +209,19 @@ async def test_recover_orphans__exhausted_run_names_the_tool_call_it_left_unknow
     await crm.setup()
     rt = Runtime(db=db, app=quotes.build(crm), owner_id="proc_crashing")
     assert rt.max_recovery_attempts == 2
-    run = await starting.start(rt, "U_REP", ASK)
+    run = await journeys.start(rt, "U_REP", ASK)
     assert run.pending_token
     with pytest.raises(Crash):  # crash one: approved, then killed mid-send
-        await confirmation.resume_after_confirmation(rt, run.pending_token, "approve", "U_REP")
+        await journeys.resume_after_confirmation(rt, run.pending_token, "approve", "U_REP")
     for _ in range(2):  # crashes two and three: each recovery finds the send not done, retries
         await _age(db, run.id)
         with pytest.raises(Crash):
-            await recovery.recover_orphans(rt)
+            await reap.recover_orphans(rt)
     [send] = [e for e in await ledger.for_run(db, run.id) if e.tool == "send_quote"]
     assert send.status is LedgerStatus.started
     await _age(db, run.id)
 
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
 
     assert [r.id for r in report.exhausted] == [run.id] and report.recovered == []
     final = await runs.get(db, run.id)
@@ -247,10 +248,10 @@ async def test_recover_orphans__exhausted_run_without_unknown_calls_says_check_t
 ) -> None:
     crm = await _crm(db)
     rt = Runtime(db=db, app=quotes.build(crm), max_recovery_attempts=0)
-    run = await starting.begin(rt, "U_REP", ASK)  # created, then nobody worked on it
+    run = await journeys.begin(rt, "U_REP", ASK)  # created, then nobody worked on it
     await _age(db, run.id)
 
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
 
     assert [r.id for r in report.exhausted] == [run.id]
     notice = (await outbox.for_run(db, run.id))[-1].payload
@@ -286,12 +287,12 @@ async def test_recover_orphans__a_keyed_draft_is_drafted_again_not_twice(db: Dat
     await crm.setup()
     rt = Runtime(db=db, app=quotes.build(crm))
     with pytest.raises(Crash):
-        await starting.start(rt, "U_REP", ASK)
+        await journeys.start(rt, "U_REP", ASK)
     [run] = await runs.list_runs(db)
     assert await _quotes_in_crm(db) == 1
     await _age(db, run.id)
 
-    report = await recovery.recover_orphans(rt)
+    report = await reap.recover_orphans(rt)
 
     assert [r.id for r in report.recovered] == [run.id]
     final = await runs.get(db, run.id)
@@ -325,13 +326,13 @@ async def test_recover_orphans__a_started_call_the_new_deploy_cannot_check_fails
     crm = DraftThenCrashCRM(db)
     await crm.setup()
     with pytest.raises(Crash):
-        await starting.start(Runtime(db=db, app=quotes.build(crm)), "U_REP", ASK)
+        await journeys.start(Runtime(db=db, app=quotes.build(crm)), "U_REP", ASK)
     [run] = await runs.list_runs(db)
     [draft] = [e for e in await ledger.for_run(db, run.id) if e.tool == "draft_quote"]
     assert draft.status is LedgerStatus.started and await _quotes_in_crm(db) == 1
     await _age(db, run.id)
 
-    report = await recovery.recover_orphans(Runtime(db=db, app=_deployed(crm, change)))
+    report = await reap.recover_orphans(Runtime(db=db, app=_deployed(crm, change)))
 
     assert [r.id for r in report.recovered] == [run.id]
     final = await runs.get(db, run.id)

@@ -10,17 +10,19 @@ import pytest
 from sqlalchemy import update
 
 from examples import purchase
-from resume import confirmation, continuation, loop, outcomes, recovery, starting
+from resume import decide, drive, outcomes, reap
 from resume.messages import Message, ToolSpec
 from resume.model import ModelError
-from resume.routes import ROUTE_EVENT, Branch, RouteDecision
+from resume.routes import Branch, RouteDecision
 from resume.runtime import Runtime
 from resume.scripted import ScriptedModel
 from store import events, ledger, outbox, runs, schema, sweeps
-from store.effects import Effects
 from store.engine import Database
+from store.events import EventKind
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects
+from tests import journeys
 from tests.purchase_harness import (
     ASK,
     FLOW,
@@ -39,7 +41,7 @@ async def _notices(db: Database, run_id: str) -> list[dict[str, object]]:
 
 async def _approve(world: PurchaseWorld, run: Run) -> outcomes.CallOutcome | outcomes.Refusal:
     assert run.state is RunState.suspended, run.halt_reason
-    return await confirmation.resume_after_confirmation(
+    return await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", run.user_id)
 
 
@@ -62,7 +64,7 @@ async def test_route__resumed_invocation_reuses_the_route_it_took(db: Database) 
     # Production after a pause: the route function knows nothing any more.
     classify = Classifier([decision("purchase"), None])
     world = await purchase_world(db, route_function=classify)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
     assert run.state is RunState.suspended and run.route == "purchase"
     assert (await world.pending(run)).tool == "approve_cart_mandate"
 
@@ -80,7 +82,7 @@ async def test_route__resumed_invocation_reuses_the_route_it_took(db: Database) 
     assert all(e.status is LedgerStatus.succeeded for e in entries)
     router = world.rt.app.router
     assert router is not None
-    [route] = await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    [route] = await events.for_run(db, run.id, kind=EventKind.route)
     assert route.data == {"router": "supervisor", "route": "purchase", "basis": "buy",
                           "how": "rule", "table_digest": router.digest()}
     assert not await events.for_run(db, run.id, kind="failed")
@@ -91,8 +93,8 @@ async def test_route__recovery_does_not_re_decide(db: Database) -> None:
     # A fresh classification would now pick the other branch; it must not be asked.
     classify = Classifier([decision("purchase"), decision("inquiry", "is", "model")])
     world = await purchase_world(db, route_function=classify)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
-    claimed = await confirmation.decide(world.rt, run.pending_token or "", "approve", "U_BUYER")
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
+    claimed = await decide.decide(world.rt, run.pending_token or "", "approve", "U_BUYER")
     assert isinstance(claimed, outcomes.Claimed)
     # The process that claimed it dies before resuming: its heartbeat goes stale.
     r = schema.runs
@@ -109,26 +111,26 @@ async def test_route__recovery_does_not_re_decide(db: Database) -> None:
     [held] = taken.taken
     assert held.owner_id == rescuer.owner_id and held.recovery_attempts == 1
 
-    driven = await loop.drive(rescuer, held)
+    driven = await drive.drive(rescuer, held)
 
     assert driven.run.state is RunState.answered, driven.run.halt_reason
     assert driven.run.route == "purchase"
     assert classify.calls == [ASK]
     assert len(await world.shop.orders("U_BUYER")) == 1
     assert [e.tool for e in await ledger.for_run(db, run.id)] == FLOW
-    routes = await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    routes = await events.for_run(db, run.id, kind=EventKind.route)
     assert [e.data["route"] for e in routes] == ["purchase"]
 
 
 async def test_route__route_from_another_run_or_router_is_not_used(db: Database) -> None:
     world = await purchase_world(db)
-    other = await starting.start(world.rt, "U_OTHER", ASK)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
-    [theirs] = await events.for_run(db, other.id, kind=ROUTE_EVENT)
+    other = await journeys.start(world.rt, "U_OTHER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
+    [theirs] = await events.for_run(db, other.id, kind=EventKind.route)
     assert theirs.data["router"] == "supervisor"
     assert await delete_route_events(db, run.id) == 1
     # Same route, same table digest, but recorded by a different router of this run.
-    await append_event(db, run, ROUTE_EVENT, {**theirs.data, "router": "triage"})
+    await append_event(db, run, EventKind.route, {**theirs.data, "router": "triage"})
 
     await _approve(world, run)
 
@@ -144,7 +146,7 @@ async def test_route__table_changed_underneath_a_paused_run_fails_route_table_ch
     db: Database,
 ) -> None:
     world = await purchase_world(db)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
     # A deploy while the card waits: the purchase branch no longer analyses orders.
     changed = dict(purchase.ROUTES)
     changed["purchase"] = Branch(
@@ -168,7 +170,7 @@ async def test_route__table_changed_underneath_a_paused_run_fails_route_table_ch
 async def test_route__lost_route_fails_route_lost(db: Database) -> None:
     classify = Classifier([decision("purchase"), decision("purchase")])
     world = await purchase_world(db, route_function=classify)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
     assert await delete_route_events(db, run.id) == 1
 
     result = await _approve(world, run)
@@ -185,12 +187,12 @@ async def test_route__no_route_on_a_fresh_run_fails_loudly(db: Database) -> None
     classify = Classifier([None])
     world = await purchase_world(db, route_function=classify)
 
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
 
     assert run.state is RunState.failed and run.halt_reason == "no_route"
     assert classify.calls == [ASK]
     assert run.step == 0 and not await ledger.for_run(db, run.id)
-    assert not await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    assert not await events.for_run(db, run.id, kind=EventKind.route)
     notices = await _notices(db, run.id)
     assert [(n["event"], n["reason"]) for n in notices] == [("failed", "no_route")]
     assert await world.shop.orders() == []
@@ -201,10 +203,10 @@ async def test_route__default_rule_routes_questions_to_a_branch_that_cannot_buy(
 ) -> None:
     world = await purchase_world(db)
 
-    run = await starting.start(world.rt, "U_ASKER", "is MN-300 in stock?")
+    run = await journeys.start(world.rt, "U_ASKER", "is MN-300 in stock?")
 
     assert run.state is RunState.answered and run.route == "inquiry"
-    [route] = await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    [route] = await events.for_run(db, run.id, kind=EventKind.route)
     assert route.data["how"] == "rule" and route.data["basis"] == "is"
     assert [e.tool for e in await ledger.for_run(db, run.id)] == ["check_stock"]
     assert run.answer and "6 in stock" in run.answer
@@ -243,7 +245,7 @@ async def _assert_continues_down_the_recorded_route(
     assert len(await world.shop.orders("U_BUYER")) == 1
     # Asked once, at start; a fresh classification (inquiry) was never sought.
     assert classify.calls == [ASK]
-    routes = await events.for_run(world.rt.db, run_id, kind=ROUTE_EVENT)
+    routes = await events.for_run(world.rt.db, run_id, kind=EventKind.route)
     assert [(e.data["route"], e.data["how"]) for e in routes] == [("purchase", "rule")]
 
 
@@ -254,11 +256,11 @@ async def test_route__crash_in_the_first_model_call_is_recovered_down_the_record
     world = await purchase_world(db, model=ScriptedModel(FirstCallFails(Crash())),
                                  route_function=classify)
     with pytest.raises(Crash):
-        await starting.start(world.rt, "U_BUYER", ASK)
+        await journeys.start(world.rt, "U_BUYER", ASK)
     [run] = await runs.list_runs(db)
     assert run.state is RunState.running and run.step == 0
     # The route is on record before any step, with the run itself.
-    [route] = await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    [route] = await events.for_run(db, run.id, kind=EventKind.route)
     router = world.rt.app.router
     assert router is not None
     assert route.run_id == run.id and route.data == {
@@ -267,7 +269,7 @@ async def test_route__crash_in_the_first_model_call_is_recovered_down_the_record
     assert run.route == "purchase"
     await runs.heartbeat(db, run.id, run.lease_epoch, now=world.rt.now() - timedelta(hours=1))
 
-    report = await recovery.recover_orphans(world.rt)
+    report = await reap.recover_orphans(world.rt)
 
     assert [r.id for r in report.recovered] == [run.id]
     await _assert_continues_down_the_recorded_route(world, run.id, classify)
@@ -280,13 +282,13 @@ async def test_route__model_error_in_the_first_model_call_continues_down_the_rec
     world = await purchase_world(
         db, model=ScriptedModel(FirstCallFails(ModelError("upstream 503"))),
         route_function=classify)
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
     assert run.state is RunState.halted and run.halt_reason == "model_error"
     assert run.step == 0
 
-    continued = await continuation.continue_run(world.rt, run.id, "U_BUYER")
+    continued = await journeys.continue_run(world.rt, run.id, "U_BUYER")
 
-    assert isinstance(continued, continuation.Continued)
+    assert isinstance(continued, outcomes.Continued)
     await _assert_continues_down_the_recorded_route(world, run.id, classify)
 
 
@@ -296,10 +298,10 @@ async def test_route__a_route_function_that_raises_fails_the_run_no_route(db: Da
 
     world = await purchase_world(db, route_function=broken)
 
-    run = await starting.start(world.rt, "U_BUYER", ASK)
+    run = await journeys.start(world.rt, "U_BUYER", ASK)
 
     assert run.state is RunState.failed and run.halt_reason == "no_route"
-    assert run.step == 0 and not await events.for_run(db, run.id, kind=ROUTE_EVENT)
+    assert run.step == 0 and not await events.for_run(db, run.id, kind=EventKind.route)
     [notice] = await _notices(db, run.id)
     assert notice["reason"] == "no_route" and "classifier timed out" in str(notice["detail"])
     assert await world.shop.orders() == []

@@ -12,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from resume import confirmation, outcomes, starting
-from resume.confirmation import Decision
+from resume import outcomes
+from resume.outcomes import Decision
 from store import events, runs
 from store.engine import Database
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 WAITED = timedelta(minutes=7)
@@ -36,7 +37,7 @@ async def test_scope__revoked_while_suspended_is_what_the_resumed_run_stores(
 ) -> None:
     clock = Clock(datetime.now(UTC).replace(microsecond=0))
     world = await quotes_world(db, clock=clock)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.suspended
     before = await runs.get(db, run.id)
     assert "send_quote" in before.scope_snapshot["tools"]
@@ -44,7 +45,7 @@ async def test_scope__revoked_while_suspended_is_what_the_resumed_run_stores(
 
     await world.crm.set_can_send("U_REP", False)
     clock.at += WAITED
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", decision, "U_REP")
 
     if decision == "approve":

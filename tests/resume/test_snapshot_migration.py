@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from resume import compat, confirmation, outcomes, starting
-from resume.app import SNAPSHOT_VERSION
+from resume import outcomes, snapshots
+from resume.apps import SNAPSHOT_VERSION
 from resume.messages import Message
 from store import codec, events, outbox, runs
 from store.engine import Database
+from store.events import EventKind
 from store.records import Run
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 OLD = SNAPSHOT_VERSION - 1
@@ -23,18 +25,18 @@ OLD = SNAPSHOT_VERSION - 1
 async def _saved_by_older_code(db: Database, version: int) -> tuple[QuotesWorld, Run]:
     """A suspended run as version ``OLD`` stored it: the pending arguments under "arguments"."""
     world = await quotes_world(db)
-    run = await starting.start(world.rt, "U_REP", ASK)
+    run = await journeys.start(world.rt, "U_REP", ASK)
     assert run.state is RunState.suspended and run.pending is not None
     pending = {k: v for k, v in run.pending.items() if k != "args"}
     pending["arguments"] = run.pending["args"]
     async with db.write() as conn:
-        await conn.execute(runs.t.update().where(runs.t.c.id == run.id).values(
+        await conn.execute(runs.RUNS.update().where(runs.RUNS.c.id == run.id).values(
             snapshot_version=version, pending=codec.dumps(pending, what="pending")))
     return world, run
 
 
-def _renames_arguments(seen: list[int]) -> compat.Migration:
-    def migration(old: compat.Snapshot, conversation: Sequence[Message]) -> compat.Snapshot:
+def _renames_arguments(seen: list[int]) -> snapshots.Migration:
+    def migration(old: snapshots.Snapshot, conversation: Sequence[Message]) -> snapshots.Snapshot:
         seen.append(len(conversation))
         pending = dict(old.pending or {})
         pending["args"] = pending.pop("arguments")
@@ -48,17 +50,17 @@ async def test_snapshot__an_older_supported_version_is_migrated_then_resumed(
 ) -> None:
     world, run = await _saved_by_older_code(db, OLD)
     seen: list[int] = []
-    monkeypatch.setattr(compat, "MIGRATIONS", {OLD: _renames_arguments(seen)})
-    assert compat.supported_versions() == {OLD, SNAPSHOT_VERSION}
+    monkeypatch.setattr(snapshots, "MIGRATIONS", {OLD: _renames_arguments(seen)})
+    assert snapshots.supported_versions() == {OLD, SNAPSHOT_VERSION}
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
 
     assert isinstance(result, outcomes.Executed)
     after = await runs.get(db, run.id)
     assert after.state is RunState.answered, after.halt_reason
     assert after.snapshot_version == SNAPSHOT_VERSION and after.pending == run.pending
-    [migrated] = await events.for_run(db, run.id, kind=compat.MIGRATED_EVENT)
+    [migrated] = await events.for_run(db, run.id, kind=EventKind.snapshot_migrated)
     assert migrated.data == {"from": OLD, "to": SNAPSHOT_VERSION}
     assert seen == [6]  # migrated once, reading the conversation as stored
     assert await world.crm.sent_count("Henderson") == 1
@@ -69,9 +71,9 @@ async def test_snapshot__an_unsupported_version_fails_snapshot_incompatible(
     db: Database, version: int,
 ) -> None:
     world, run = await _saved_by_older_code(db, version)
-    assert compat.MIGRATIONS == {}
+    assert snapshots.MIGRATIONS == {}
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
 
     assert isinstance(result, outcomes.Stopped)
@@ -81,7 +83,7 @@ async def test_snapshot__an_unsupported_version_fails_snapshot_incompatible(
     notice = (await outbox.for_run(db, run.id))[-1].payload
     assert notice["event"] == "failed" and notice["reason"] == "snapshot_incompatible"
     assert f"snapshot version {version}" in notice["detail"]
-    assert await events.for_run(db, run.id, kind=compat.MIGRATED_EVENT) == []
+    assert await events.for_run(db, run.id, kind=EventKind.snapshot_migrated) == []
     assert await world.crm.sent_count() == 0
 
 
@@ -90,12 +92,12 @@ async def test_snapshot__a_failing_migration_fails_the_run_not_the_caller(
 ) -> None:
     world, run = await _saved_by_older_code(db, OLD)
 
-    def broken(old: compat.Snapshot, conversation: Sequence[Message]) -> compat.Snapshot:
+    def broken(old: snapshots.Snapshot, conversation: Sequence[Message]) -> snapshots.Snapshot:
         raise KeyError("discount")
 
-    monkeypatch.setattr(compat, "MIGRATIONS", {OLD: broken})
+    monkeypatch.setattr(snapshots, "MIGRATIONS", {OLD: broken})
 
-    result = await confirmation.resume_after_confirmation(
+    result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
 
     assert isinstance(result, outcomes.Stopped)
@@ -111,18 +113,20 @@ async def test_snapshot__migrations_chain_oldest_first_up_to_the_current_version
     _world, run = await _saved_by_older_code(db, OLD)
     applied: list[int] = []
 
-    def step(version: int) -> compat.Migration:
-        def migration(old: compat.Snapshot, conversation: Sequence[Message]) -> compat.Snapshot:
+    def step(version: int) -> snapshots.Migration:
+        def migration(
+            old: snapshots.Snapshot, conversation: Sequence[Message]
+        ) -> snapshots.Snapshot:
             applied.append(version)
             limits: dict[str, Any] = {**old.limits, "seen": [*old.limits.get("seen", []), version]}
             return dataclasses.replace(old, limits=limits)
         return migration
 
-    monkeypatch.setattr(compat, "SNAPSHOT_VERSION", 4)
-    monkeypatch.setattr(compat, "MIGRATIONS", {1: step(1), 2: step(2), 3: step(3)})
-    assert compat.supported_versions() == {1, 2, 3, 4}
+    monkeypatch.setattr(snapshots, "SNAPSHOT_VERSION", 4)
+    monkeypatch.setattr(snapshots, "MIGRATIONS", {1: step(1), 2: step(2), 3: step(3)})
+    assert snapshots.supported_versions() == {1, 2, 3, 4}
 
-    migrated = compat.migrate(dataclasses.replace(run, snapshot_version=2), [])
+    migrated = snapshots.migrate(dataclasses.replace(run, snapshot_version=2), [])
 
     assert applied == [2, 3] and migrated.snapshot.limits["seen"] == [2, 3]
     assert migrated.event() == {"from": 2, "to": 4} and migrated.values["snapshot_version"] == 4

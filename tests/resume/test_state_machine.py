@@ -55,14 +55,16 @@ from sqlalchemy import func, select
 from examples import crm as crm_tables
 from examples import quotes
 from examples.crm import CRM, Pricing
-from resume import confirmation, continuation, expiry, outcomes, recovery, starting
+from resume import cancel, decide, expire, grant, outcomes, reap
 from resume.budget import Limits
 from resume.messages import Message, ToolSpec
 from resume.runtime import Runtime
 from resume.scripted import ScriptedModel, Turn
 from store import approvals, engine, events, ledger, outbox, runs, schema
+from store.reasons import FailReason
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 USER = "U_REP"
@@ -166,7 +168,7 @@ class QuotesRuns(RuleBasedStateMachine):
 
     @rule(target=started)
     def start(self) -> str:
-        run: Run = self.run(starting.start(self.rt, USER, ASK))
+        run: Run = self.run(journeys.start(self.rt, USER, ASK))
         assert run.state is RunState.suspended, run.halt_reason
         self.seen[run.id] = Seen(run.state, run.event_seq, _consumed(run))
         return run.id
@@ -175,7 +177,7 @@ class QuotesRuns(RuleBasedStateMachine):
     def start_on_a_tight_budget(self, limits: Limits) -> str:
         tight = Runtime(db=self.db, app=quotes.build(self.crm, limits=limits),
                         owner_id=self.rt.owner_id, clock=self.clock)
-        run: Run = self.run(starting.start(tight, USER, ASK))
+        run: Run = self.run(journeys.start(tight, USER, ASK))
         if limits.max_steps < 3:
             assert (run.state, run.halt_reason) == (RunState.halted, "budget:steps")
         else:
@@ -191,9 +193,9 @@ class QuotesRuns(RuleBasedStateMachine):
     def decline(self, run_id: str) -> None:
         self._decide(run_id, "decline")
 
-    def _decide(self, run_id: str, decision: confirmation.Decision) -> None:
+    def _decide(self, run_id: str, decision: outcomes.Decision) -> None:
         run = self.get(run_id)
-        result = self.run(confirmation.resume_after_confirmation(
+        result = self.run(journeys.resume_after_confirmation(
             self.rt, run.pending_token or "tok_none", decision, USER))
         if run.state is RunState.suspended:
             assert not isinstance(result, outcomes.Refusal), result
@@ -207,7 +209,7 @@ class QuotesRuns(RuleBasedStateMachine):
         for approval in self.run(approvals.for_run(self.db, run_id)):
             if approval.token == run.pending_token and run.state is RunState.suspended:
                 continue
-            refused = self.run(confirmation.decide(self.rt, approval.token, "approve", USER))
+            refused = self.run(decide.decide(self.rt, approval.token, "approve", USER))
             assert isinstance(refused, outcomes.Refusal), (approval.token, run.state)
         after = self.get(run_id)
         assert (after.state, after.event_seq) == (run.state, run.event_seq)
@@ -217,7 +219,7 @@ class QuotesRuns(RuleBasedStateMachine):
         run = self.get(run_id)
         if run.expires_at is not None:
             self.clock.advance_to(run.expires_at)
-        expired = self.run(expiry.expire_suspended(self.rt, now=self.clock.at))
+        expired = self.run(expire.expire_suspended(self.rt, now=self.clock.at))
         if run.state is RunState.suspended and run.expires_at is not None:
             assert run_id in [r.id for r in expired]
 
@@ -225,7 +227,7 @@ class QuotesRuns(RuleBasedStateMachine):
     def click_then_crash(self, run_id: str) -> None:
         """The click is claimed, then the process dies before it does anything else."""
         run = self.get(run_id)
-        claimed = self.run(confirmation.decide(self.rt, run.pending_token or "tok_none",
+        claimed = self.run(decide.decide(self.rt, run.pending_token or "tok_none",
                                                "approve", USER))
         assert isinstance(claimed, outcomes.Claimed) == (run.state is RunState.suspended)
 
@@ -237,7 +239,7 @@ class QuotesRuns(RuleBasedStateMachine):
             run = self.get(run_id)
             if run.state is RunState.running:
                 assert self.run(runs.heartbeat(self.db, run_id, run.lease_epoch, now=stale))
-        self.run(recovery.recover_orphans(self.reaper, now=self.clock.at))
+        self.run(reap.recover_orphans(self.reaper, now=self.clock.at))
         for run_id in self.seen:
             assert self.get(run_id).state is not RunState.running, "an orphan was left"
 
@@ -255,10 +257,10 @@ class QuotesRuns(RuleBasedStateMachine):
     def _crash(self, run_id: str, where: str, *, times: int) -> None:
         run = self.get(run_id)
         if run.state is RunState.suspended:
-            self.run(confirmation.decide(self.rt, run.pending_token or "tok_none",
+            self.run(decide.decide(self.rt, run.pending_token or "tok_none",
                                          "approve", USER))
         elif run.state is RunState.halted:
-            self.run(continuation.grant_continue(self.rt, run_id, USER))
+            self.run(grant.grant_continue(self.rt, run_id, USER))
         doomed = self.doomed[where]
         for _ in range(times):
             run = self.get(run_id)
@@ -267,7 +269,7 @@ class QuotesRuns(RuleBasedStateMachine):
             stale = self.clock.at - self.rt.orphan_after - TICK
             assert self.run(runs.heartbeat(self.db, run_id, run.lease_epoch, now=stale))
             try:
-                report = self.run(recovery.recover_orphans(doomed, now=self.clock.at))
+                report = self.run(reap.recover_orphans(doomed, now=self.clock.at))
             except Crash:
                 continue  # this run's reaper died, or another orphan's did
             if run.recovery_attempts >= doomed.max_recovery_attempts:
@@ -278,16 +280,16 @@ class QuotesRuns(RuleBasedStateMachine):
     @rule(run_id=started)
     def continue_(self, run_id: str) -> None:
         run = self.get(run_id)
-        result = self.run(continuation.continue_run(self.rt, run_id, USER))
-        continued = isinstance(result, continuation.Continued)
+        result = self.run(journeys.continue_run(self.rt, run_id, USER))
+        continued = isinstance(result, outcomes.Continued)
         assert continued == (run.state is RunState.halted), (run.state, result)
 
     @rule(run_id=started)
     def cancel(self, run_id: str) -> None:
         run = self.get(run_id)
-        result = self.run(continuation.cancel(self.rt, run_id, USER))
+        result = self.run(cancel.cancel(self.rt, run_id, USER))
         cancellable = run.state in (RunState.suspended, RunState.halted)
-        assert isinstance(result, continuation.Cancelled) == cancellable, (run.state, result)
+        assert isinstance(result, outcomes.Cancelled) == cancellable, (run.state, result)
 
     # -- invariants --------------------------------------------------------------
 
@@ -351,7 +353,7 @@ class QuotesRuns(RuleBasedStateMachine):
         entries = self.run(ledger.for_run(self.db, run.id))
         assert not [e.call_id for e in entries if e.status is LedgerStatus.started], (
             f"{run.id} is {run.state.value} with a started ledger row")
-        if run.halt_reason != recovery.EXHAUSTED_REASON:
+        if run.halt_reason != FailReason.recovery_exhausted:
             return
         notice = [r.payload for r in self.run(outbox.for_run(self.db, run.id))
                   if r.kind == "run_notice" and r.payload["event"] == "failed"][-1]
@@ -403,6 +405,6 @@ def test_quotes_runs__invariants_hold_under_any_sequence(database_url: str) -> N
     machine = machine_for(database_url)
 
     _walk_to_the_ends(machine)
-    assert {"budget", recovery.EXHAUSTED_REASON} <= machine.reached, machine.reached
+    assert {"budget", FailReason.recovery_exhausted} <= machine.reached, machine.reached
 
     run_state_machine_as_test(machine, settings=MACHINE)

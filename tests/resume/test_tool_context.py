@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from examples import quotes
-from resume import confirmation, outcomes, starting
+from resume import outcomes
 from resume.scope import Scope
 from resume.tools import Guard, ToolContext
 from store import runs
 from store.engine import Database
 from store.states import RunState
+from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
 
 
@@ -35,8 +36,8 @@ async def test_tool_context__carries_the_run_at_call_time(db: Database) -> None:
     tools = [dataclasses.replace(t, execute=spying(t.name, t.execute),
                                  guard=guard if t.guard else None) for t in app.tools]
     world.rt.app = dataclasses.replace(app, tools=tools)
-    run = await starting.start(world.rt, "U_REP", ASK)
-    result = await confirmation.resume_after_confirmation(world.rt, run.pending_token or "",
+    run = await journeys.start(world.rt, "U_REP", ASK)
+    result = await journeys.resume_after_confirmation(world.rt, run.pending_token or "",
                                                           "approve", "U_REP")
     assert isinstance(result, outcomes.Executed)
 

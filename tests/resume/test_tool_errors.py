@@ -16,8 +16,7 @@ from pydantic import BaseModel
 from sqlalchemy import func, select
 
 from examples import purchase, shop
-from resume import starting
-from resume.app import App
+from resume.apps import App
 from resume.messages import Message, ToolCall
 from resume.runtime import Runtime
 from resume.scope import Scope
@@ -26,6 +25,7 @@ from resume.tools import Tool, ToolContext
 from store import approvals, events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
+from tests import journeys
 
 
 class CountArgs(BaseModel):
@@ -90,7 +90,7 @@ async def test_bad_call__the_model_reads_the_error_and_the_run_carries_on(
     ])
     rt = Runtime(db=db, app=_app(model, executed))
 
-    run = await starting.start(rt, "U_REP", "count, please")
+    run = await journeys.start(rt, "U_REP", "count, please")
 
     final = await runs.get(db, run.id)
     assert final.state is RunState.answered, final.halt_reason
@@ -129,7 +129,7 @@ async def test_bad_call__beside_a_good_one_in_the_same_turn_refuses_only_itself(
     ])
     rt = Runtime(db=db, app=_app(model, executed))
 
-    run = await starting.start(rt, "U_REP", "count twice")
+    run = await journeys.start(rt, "U_REP", "count twice")
 
     final = await runs.get(db, run.id)
     assert final.state is RunState.answered and final.answer == "done"
@@ -150,7 +150,7 @@ async def test_bad_call__a_tool_the_route_does_not_offer_is_unknown_and_never_ru
     model = ScriptedModel.turns([Message.assistant(None, [build]), "I cannot buy from here."])
     rt = Runtime(db=db, app=purchase.build(shop_, model))
 
-    run = await starting.start(rt, "U_BUYER", "is KB-100 in stock?")
+    run = await journeys.start(rt, "U_BUYER", "is KB-100 in stock?")
 
     final = await runs.get(db, run.id)
     assert final.route == purchase.INQUIRY

@@ -16,19 +16,20 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from resume import calls, loop, recovery, starting
-from resume.app import App
+from resume import calls, drive, reap
+from resume.apps import App
+from resume.held import HeldRun
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.routes import Branch, Routed, RouteDecision, Router
 from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Reconciliation, Tool, ToolContext
-from resume.worker import Worker
 from store import events, ledger, messages, outbox, runs
 from store.engine import Database
 from store.records import LedgerEntry, Run
 from store.states import LedgerStatus, RunState
+from tests import journeys
 
 
 class Crash(BaseException):
@@ -73,7 +74,7 @@ def _notes_app(writes: list[str], *, instructions: str = "Write the note once.",
 async def _crashed_mid_write(db: Database) -> tuple[Run, LedgerEntry]:
     writes: list[str] = []
     with pytest.raises(Crash):
-        await starting.start(Runtime(db=db, app=_notes_app(writes)), "U_REP", "write hello")
+        await journeys.start(Runtime(db=db, app=_notes_app(writes)), "U_REP", "write hello")
     [run] = await runs.list_runs(db)
     [entry] = await ledger.for_run(db, run.id)
     assert run.state is RunState.running and entry.status is LedgerStatus.started
@@ -106,7 +107,7 @@ async def test_unknown_calls__route_table_changed_names_the_started_write(db: Da
     writes: list[str] = []
     redeployed = Runtime(db=db, app=_notes_app(writes, instructions="Write notes politely."))
 
-    report = await recovery.recover_orphans(redeployed)
+    report = await reap.recover_orphans(redeployed)
 
     assert [r.id for r in report.recovered] == [run.id]
     detail = await _assert_names_the_unknown_write(db, run.id, "route_table_changed", entry)
@@ -119,7 +120,7 @@ async def test_unknown_calls__internal_error_names_the_started_write(db: Databas
     writes: list[str] = []
     redeployed = Runtime(db=db, app=_notes_app(writes, reconcile=True))
 
-    report = await recovery.recover_orphans(redeployed)
+    report = await reap.recover_orphans(redeployed)
 
     assert [r.id for r in report.recovered] == [run.id]
     detail = await _assert_names_the_unknown_write(db, run.id, "internal_error", entry)
@@ -135,8 +136,8 @@ async def test_unknown_calls__a_started_call_its_route_no_longer_allows_is_not_r
     writes: list[str] = []
     rt = Runtime(db=db, app=_notes_app(writes))
     convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
-    worker = Worker(rt, await runs.get(db, run.id), convo, scope=await rt.app.scope("U_REP"))
-    [call] = loop._outstanding(convo)
+    worker = HeldRun(rt, await runs.get(db, run.id), convo, scope=await rt.app.scope("U_REP"))
+    [call] = drive.outstanding(convo)
     narrowed = Routed("notes", Branch(instructions="Only read.", tools=[]))
 
     stopped = await calls.handle(worker, call, narrowed)

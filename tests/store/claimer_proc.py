@@ -19,8 +19,8 @@ from datetime import datetime
 from typing import Any
 
 from store import claims, engine, sweeps
-from store.effects import Effects
 from store.engine import Database
+from store.transitions import Effects
 
 
 async def _ready(db: Database) -> None:
@@ -32,7 +32,7 @@ async def _ready(db: Database) -> None:
 async def claim(db: Database, token: str, n: int, now: datetime) -> dict[str, Any]:
     owner = f"proc-{os.getpid()}"
 
-    async def one(i: int) -> claims.Claimed | claims.ClaimRefused:
+    async def one(i: int) -> claims.ClaimWon | claims.ClaimRefused:
         actor = f"{owner}-{i}"
         return await claims.claim(
             db, token, decision="approve", actor=actor, reason=None, owner_id=actor,
@@ -42,7 +42,7 @@ async def claim(db: Database, token: str, n: int, now: datetime) -> dict[str, An
 
     await _ready(db)
     results = await asyncio.gather(*(one(i) for i in range(n)))
-    won = [r for r in results if isinstance(r, claims.Claimed)]
+    won = [r for r in results if isinstance(r, claims.ClaimWon)]
     refused = Counter(r.reason for r in results if isinstance(r, claims.ClaimRefused))
     return {"wins": len(won), "winners": [r.approval.decided_by for r in won],
             "refused": dict(refused)}

@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from store import runs
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
+from store.transitions import Effects
 
 LIMITS = {"max_steps": 10, "max_spend_usd": 1.0, "max_tool_calls": 10, "max_elapsed_ms": 600_000}
 

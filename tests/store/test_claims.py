@@ -4,13 +4,14 @@ import asyncio
 from datetime import timedelta
 
 from store import claims, events, runs
-from store.effects import Effects
 from store.engine import Database
+from store.reasons import RefusalReason
 from store.states import RunState
+from store.transitions import Effects
 from tests.store.factories import make_run, make_suspended, utcnow
 
 
-async def _claim(db: Database, token: str, actor: str) -> claims.Claimed | claims.ClaimRefused:
+async def _claim(db: Database, token: str, actor: str) -> claims.ClaimWon | claims.ClaimRefused:
     return await claims.claim(
         db, token, decision="approve", actor=actor, reason=None, owner_id=f"owner-{actor}",
         now=utcnow(), fx=Effects(events=[("decision", {"actor": actor})]),
@@ -21,7 +22,7 @@ async def test_claim__fifty_concurrent_claims_have_one_winner(db: Database) -> N
     for _ in range(20):
         run, token = await make_suspended(db)
         results = await asyncio.gather(*(_claim(db, token, f"U{i}") for i in range(50)))
-        winners = [r for r in results if isinstance(r, claims.Claimed)]
+        winners = [r for r in results if isinstance(r, claims.ClaimWon)]
         assert len(winners) == 1
         losers = [r for r in results if isinstance(r, claims.ClaimRefused)]
         assert {r.reason for r in losers} == {"already_decided"}
@@ -36,7 +37,7 @@ async def test_claim__fifty_concurrent_claims_have_one_winner(db: Database) -> N
 async def test_claim__wrong_token_is_refused_and_changes_nothing(db: Database) -> None:
     run, _token = await make_suspended(db)
     result = await _claim(db, "not-a-token", "U1")
-    assert isinstance(result, claims.ClaimRefused) and result.reason == "unknown_token"
+    assert isinstance(result, claims.ClaimRefused) and result.reason is RefusalReason.unknown
     after = await runs.get(db, run.id)
     assert after.state is RunState.suspended and after.lease_epoch == run.lease_epoch
 
@@ -50,7 +51,7 @@ async def test_claim__expired_suspension_is_refused(db: Database) -> None:
 
 async def test_claim__non_suspended_run_is_refused(db: Database) -> None:
     run, token = await make_suspended(db)
-    assert isinstance(await _claim(db, token, "U1"), claims.Claimed)
+    assert isinstance(await _claim(db, token, "U1"), claims.ClaimWon)
     # the claimed run finishes; a late click must not revive it
     current = await runs.get(db, run.id)
     await runs.finish(db, run.id, current.lease_epoch, "done", now=utcnow(), fx=Effects())

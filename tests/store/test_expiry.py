@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from store import claims, events, outbox, runs, sweeps
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 from tests.store.factories import make_suspended
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -31,7 +31,7 @@ async def _expire(db: Database, now: datetime) -> list[Run]:
     return await sweeps.expire_due(db, now=now, effects_for=_expiry_effects)
 
 
-async def _claim(db: Database, token: str, now: datetime) -> claims.Claimed | claims.ClaimRefused:
+async def _claim(db: Database, token: str, now: datetime) -> claims.ClaimWon | claims.ClaimRefused:
     return await claims.claim(
         db, token, decision="approve", actor="U2", reason=None, owner_id="owner-click", now=now,
         fx=Effects(events=[("decision", {"actor": "U2"})]),
@@ -81,7 +81,7 @@ async def test_claim__at_the_boundary_is_refused_as_expired(db: Database) -> Non
 
     assert isinstance(refused, claims.ClaimRefused) and refused.reason == "expired"
     assert (await runs.get(db, run.id)).state is RunState.suspended
-    assert isinstance(await _claim(db, token, EXPIRES - TICK), claims.Claimed)
+    assert isinstance(await _claim(db, token, EXPIRES - TICK), claims.ClaimWon)
 
 
 async def _race(db: Database, claim_at: datetime, sweep_at: datetime, *, sweep_first: bool) -> str:
@@ -99,7 +99,7 @@ async def _race(db: Database, claim_at: datetime, sweep_at: datetime, *, sweep_f
     decisions = await events.for_run(db, run.id, kind="decision")
     expiries = await events.for_run(db, run.id, kind="expired")
     card_updates = [r for r in await outbox.for_run(db, run.id) if r.kind == "card_update"]
-    if isinstance(clicked, claims.Claimed):
+    if isinstance(clicked, claims.ClaimWon):
         assert swept == [], "both the click and the sweep won"
         assert after.state is RunState.running and after.owner_id == "owner-click"
         assert after.lease_epoch == run.lease_epoch + 1

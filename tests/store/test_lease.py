@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 
 from store import errors, ledger, messages, runs, sweeps
-from store.effects import Effects
 from store.engine import Database
 from store.states import RunState
+from store.transitions import Effects
 from tests.store.factories import make_run, utcnow
 
 

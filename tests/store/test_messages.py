@@ -5,8 +5,8 @@ from sqlalchemy import func, select
 
 from store import errors, messages, runs, schema
 from store.codec import MAX_MESSAGE_BYTES
-from store.effects import Effects
 from store.engine import Database
+from store.transitions import Effects
 from tests.store.factories import make_run, utcnow
 
 TRICKY = "Grüße — 日本語 \u0000 nul, emoji 🧾, quote \" and backslash \\"

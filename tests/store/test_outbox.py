@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from store import outbox, runs
-from store.effects import Effects
 from store.engine import Database
 from store.records import OutboxRow, Run
 from store.states import OutboxState
+from store.transitions import Effects
 from tests.store.factories import make_run, make_suspended
 
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)

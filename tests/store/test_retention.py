@@ -10,10 +10,10 @@ from typing import Any
 from sqlalchemy import Table, event, func, select
 
 from store import claims, ledger, retention, runs, schema
-from store.effects import Effects, LedgerCompletion
 from store.engine import Database
 from store.records import Run
 from store.states import LedgerStatus, RunState
+from store.transitions import Effects, LedgerCompletion
 from tests.store.factories import make_run, make_suspended
 
 CUTOFF = datetime(2030, 1, 31, tzinfo=UTC)
@@ -34,7 +34,7 @@ async def _full_run(db: Database, end: RunState, *, now: datetime) -> Run:
         db, token, decision="approve", actor="U9", reason=None, owner_id="owner-b", now=now,
         fx=Effects(events=[("decision", {"actor": "U9"})]),
     )
-    assert isinstance(won, claims.Claimed)
+    assert isinstance(won, claims.ClaimWon)
     epoch = won.run.lease_epoch
     await ledger.start(db, run.id, epoch, call_id="call_1", tool="send_quote",
                        args={"quote_id": "Q-1"}, idempotency_key=f"{run.id}:call_1", now=now)

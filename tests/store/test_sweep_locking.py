@@ -19,10 +19,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from store import engine, events, runs, schema, sweeps
-from store.effects import Effects
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
+from store.transitions import Effects
 from tests.store.factories import make_run, make_suspended
 
 pytestmark = pytest.mark.postgres

@@ -15,7 +15,7 @@ from aiohttp import web
 
 from resume import model
 from resume.messages import Message, ToolSpec
-from resume.openai_compat import OpenAICompatibleModel
+from resume.openai_model import OpenAICompatibleModel
 
 Handler = Callable[[dict[str, Any]], Awaitable[web.Response]]
 

@@ -1,4 +1,4 @@
-"""Retention: answered, halted and failed runs are kept ``rt.retention``, then purged.
+"""Purge: the clock deletes answered, halted and failed runs kept past ``rt.retention``.
 
 Suspended and running runs are never purged, however old. Deletion happens in
 batches (see ``store.retention.purge``), so concurrent purges and live runs

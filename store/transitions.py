@@ -1,21 +1,32 @@
-"""What a transition writes besides the run row, in the same transaction.
+"""The one shape of every run transition: a guarded UPDATE plus its effects, in one transaction.
 
-Every transition appends events (the audit trail), may append conversation
-messages, and may enqueue outbox rows (what a person must hear). Bundling them
-here is what makes "the state changed but nobody was told" impossible.
+``transition`` checks, inside its UPDATE, what its caller expects (state, lease
+epoch, token); when another caller got there first it matches no row and
+writes nothing, effects included.
+
+Effects are what a transition writes besides the run row: it appends events
+(the audit trail), may append conversation messages, may enqueue outbox rows
+(what a person must hear) and may settle ledger rows. Bundling them with the
+UPDATE is what makes "the state changed but nobody was told" impossible.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, update
+from sqlalchemy import ColumnElement, insert, literal_column, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import call_watch, codec, schema
-from store.states import LedgerStatus, OutboxState
+from store.records import Run
+from store.states import LedgerStatus, OutboxState, RunState
+
+log = logging.getLogger(__name__)
+RUNS = schema.runs
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,7 @@ class EncodedEffects:
     calls: list[CallChange] = field(default_factory=list)
 
 
-async def apply(
+async def _apply(
     conn: AsyncConnection,
     run_id: str,
     effects: EncodedEffects,
@@ -114,18 +125,70 @@ async def apply(
                 for k, p in effects.outbox
             ],
         )
+    calls = schema.tool_calls
     for call_id, status, result in effects.ledger:
-        t = schema.tool_calls
-        await conn.execute(
-            update(t)
-            .where(t.c.run_id == run_id, t.c.call_id == call_id)
-            .values(status=status.value, result=result, finished_at=now)
-        )
-    for change in effects.calls:
-        calls = schema.api_calls
         await conn.execute(
             update(calls)
-            .where(calls.c.run_id == run_id, calls.c.call_id == change.call_id)
+            .where(calls.c.run_id == run_id, calls.c.call_id == call_id)
+            .values(status=status.value, result=result, finished_at=now)
+        )
+    external = schema.api_calls
+    for change in effects.calls:
+        await conn.execute(
+            update(external)
+            .where(external.c.run_id == run_id, external.c.call_id == change.call_id)
             .values(**change.values, updated_at=now)
         )
         await call_watch.notify(conn, run_id, change.call_id)
+
+
+def state_is(*states: RunState) -> ColumnElement[bool]:
+    """A state predicate rendered as SQL literals, so partial indexes are provable."""
+    if len(states) == 1:
+        return RUNS.c.state == literal_column(f"'{states[0].value}'")
+    return RUNS.c.state.in_([literal_column(f"'{s.value}'") for s in states])
+
+
+async def transition(
+    conn: AsyncConnection,
+    *,
+    run_id: str | None,
+    where: Sequence[ColumnElement[bool]],
+    values: dict[str, Any],
+    fx: Effects,
+    now: datetime,
+    action: str,
+) -> Run | None:
+    """Apply one guarded UPDATE plus its effects; None when the guard did not match.
+
+    ``run_id`` None: ``where`` alone must single out at most one run (a claim
+    finds its run by the unique pending token).
+    """
+    enc = fx.encoded()
+    target = [RUNS.c.id == run_id] if run_id is not None else []
+    stmt = (
+        update(RUNS)
+        .where(*target, *where)
+        .values(
+            **values,
+            updated_at=now,
+            message_seq=RUNS.c.message_seq + len(enc.messages),
+            event_seq=RUNS.c.event_seq + len(enc.events),
+        )
+        .returning(*RUNS.c)
+    )
+    row = (await conn.execute(stmt)).mappings().first()
+    if row is None:
+        return None
+    run = Run.from_row(row)
+    await _apply(
+        conn,
+        run.id,
+        enc,
+        message_base=run.message_seq - len(enc.messages),
+        event_base=run.event_seq - len(enc.events),
+        now=now,
+    )
+    log.info("%s run %s -> %s", action, run.id, run.state.value,
+             extra={"action": action, "run_id": run.id, "state": run.state.value})
+    return run

@@ -15,12 +15,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from resume import tools
-from resume.app import SNAPSHOT_VERSION, App
+from resume.apps import SNAPSHOT_VERSION, App
 from resume.messages import Message
 from store import codec
 from store.records import Run
-
-MIGRATED_EVENT = "snapshot_migrated"
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,11 @@
-"""Orphan recovery: take over runs whose holder stopped heartbeating, then carry them on.
+"""Reap: the clock takes over runs whose holder stopped heartbeating, then carries them on.
 
 A run is an orphan when it is ``running`` and its heartbeat is older than
 ``rt.orphan_after``: the process holding it died, or hangs. ``recover_orphans``
 takes each one over with one guarded UPDATE (state, lease epoch and stale
 heartbeat re-checked inside it, the recovery attempt counted in the same
 statement, a new lease for this process), then drives it from its stored
-messages. The loop reconciles every ``started`` ledger row it meets before
+messages. The drive reconciles every ``started`` ledger row it meets before
 anything else runs, so a crash mid-write never repeats the write.
 
 Concurrent reapers (tasks or replicas) take over each orphan once; the old
@@ -21,37 +21,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass, field
 from datetime import datetime
 
-from resume import call_reap, calls, loop, worker
+from resume import call_reap, drive, held
+from resume.outcomes import RecoveryReport
 from resume.runtime import Runtime
 from store import errors, sweeps
-from store.effects import Effects
+from store.events import EventKind
+from store.reasons import FailReason
 from store.records import Run
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
-
-RECOVERED_EVENT = "recovered"
-EXHAUSTED_REASON = "recovery_exhausted"
-
-
-@dataclass(frozen=True)
-class RecoveryReport:
-    #: Runs taken over and driven, as they stood when their drive stopped.
-    recovered: list[Run] = field(default_factory=list)
-    #: Runs that hit the recovery cap and were failed ``recovery_exhausted``.
-    exhausted: list[Run] = field(default_factory=list)
-    #: Ids of runs taken over whose drive stopped on an unreachable database;
-    #: they stay ``running`` and the next pass takes them over again.
-    interrupted: list[str] = field(default_factory=list)
-    #: External calls whose lease ran out, and runs failed because one stayed unknown.
-    calls: call_reap.CallsReaped = field(default_factory=call_reap.CallsReaped)
-
-    @property
-    def empty(self) -> bool:
-        return not (self.recovered or self.exhausted or self.interrupted
-                    or self.calls.unknown or self.calls.failed)
 
 
 async def recover_orphans(
@@ -68,15 +49,15 @@ async def recover_orphans(
     for run in takeovers.exhausted:
         log.error("run %s failed: recovered %d times already, not again", run.id,
                   run.recovery_attempts,
-                  extra={"action": EXHAUSTED_REASON, "run_id": run.id})
+                  extra={"action": FailReason.recovery_exhausted.value, "run_id": run.id})
     gate = asyncio.Semaphore(max(concurrency, 1))
 
     async def one(run: Run) -> Run:
         # Heartbeat while queued behind the gate too: a takeover waiting its turn longer
         # than ``orphan_after`` would otherwise look orphaned again, be taken over by
         # another reaper, and soon be failed ``recovery_exhausted`` without ever crashing.
-        async with worker.keep_alive(rt, run), gate:
-            return (await loop.drive(rt, run)).run
+        async with held.keep_alive(rt, run), gate:
+            return (await drive.Drive(rt, run).go()).run
 
     results = await asyncio.gather(*(one(run) for run in takeovers.taken),
                                    return_exceptions=True)
@@ -96,7 +77,7 @@ async def recover_orphans(
 
 
 def _taken_effects(rt: Runtime, before: Run) -> Effects:
-    return Effects(events=[(RECOVERED_EVENT, {
+    return Effects(events=[(EventKind.recovered, {
         "attempt": before.recovery_attempts + 1,
         "by": rt.owner_id,
         "previous_owner": before.owner_id,
@@ -111,5 +92,5 @@ def _exhausted_effects(rt: Runtime, before: sweeps.Orphan) -> Effects:
     if not before.started:
         detail += " Check the run's trace, then ask again."
     # Nobody will reconcile its started calls now: name them, and record them ``unknown``.
-    return calls.failure_effects(before, EXHAUSTED_REASON, detail, before.started,
-                                 channel=rt.approvals_channel, recovery_attempts=attempts)
+    return held.failure_effects(before, FailReason.recovery_exhausted, detail, before.started,
+                                channel=rt.approvals_channel, recovery_attempts=attempts)

@@ -1,4 +1,4 @@
-"""Expiry: a suspension that nobody decided on within its window halts.
+"""Expire: the clock halts a suspension that nobody decided on within its window.
 
 The window (``rt.suspension_ttl``, 30 minutes by default) bounds how stale an
 approved artefact can be; see ``resume.runtime.SUSPENSION_TTL``.
@@ -15,16 +15,15 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from resume import call_decided, notify
+from resume import call_decided, outbox
 from resume.runtime import Runtime
 from store import sweeps
-from store.effects import Effects
+from store.events import EventKind
+from store.reasons import HaltReason
 from store.records import Run
+from store.transitions import Effects
 
 log = logging.getLogger(__name__)
-
-EXPIRED_REASON = "suspension_expired"
-
 
 async def expire_suspended(rt: Runtime, now: datetime | None = None, *,
                            limit: int = 100) -> list[Run]:
@@ -43,13 +42,13 @@ def _effects(rt: Runtime, before: Run, now: datetime) -> Effects:
     expires = before.expires_at.isoformat() if before.expires_at else None
     detail = (f"nobody approved or declined {tool} before {expires}; the request expired. "
               f"Continue the run with `/signoff continue {before.id}` to be asked again.")
-    outbox = []
+    rows = []
     if before.pending_token is not None:
-        outbox.append(notify.card_update(before, before.pending_token, "expired", at=now))
-    outbox.append(notify.notice(before, "expired", channel=rt.approvals_channel,
-                                reason=EXPIRED_REASON, detail=detail))
+        rows.append(outbox.card_update(before, before.pending_token, "expired", at=now))
+    rows.append(outbox.notice(before, "expired", channel=rt.approvals_channel,
+                              reason=HaltReason.suspension_expired, detail=detail))
     return call_decided.merged(Effects(
-        events=[("expired", {"token": before.pending_token, "tool": tool,
+        events=[(EventKind.expired, {"token": before.pending_token, "tool": tool,
                              "expires_at": expires})],
-        outbox=outbox,
+        outbox=rows,
     ), call_decided.expiry_effects(before, now))

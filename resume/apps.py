@@ -20,7 +20,7 @@ from resume.tools import Tool
 
 #: Bumped by hand whenever the persisted shape of a run (messages, pending
 #: request, limits) changes; register the old version's migration in
-#: ``resume.compat.MIGRATIONS`` so its runs are migrated on resume, not failed.
+#: ``resume.snapshots.MIGRATIONS`` so its runs are migrated on resume, not failed.
 SNAPSHOT_VERSION = 1
 
 
