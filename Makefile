@@ -18,13 +18,13 @@ help: ## List the targets.
 install: ## Create the venv (.venv) and install signoff with its dev extras, editable.
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install -e '.[dev]'
+	$(VENV)/bin/python -m pip install -e '.[dev]' -e './client[pydantic-ai,openai-agents,langgraph]'
 
 lint: ## ruff check.
 	$(VENV)/bin/ruff check .
 
 typecheck: ## mypy --strict on the three packages.
-	$(VENV)/bin/mypy --strict bot store resume
+	$(VENV)/bin/mypy --strict bot store resume client/signoff_client
 
 test: ## The README's test command.
 	$(VENV)/bin/pytest

@@ -1,0 +1,107 @@
+"""A plain-Python refunds agent that lives outside signoff and asks it before each refund.
+
+Nothing here is a signoff App: no Slack, no database driver, only ``signoff_client``. The
+payments system is a JSON file (``./refunds-demo.json``) so you can watch what ran.
+
+Against the sandbox::
+
+    DATABASE_URL=sqlite+aiosqlite:///./signoff-sandbox.db .venv/bin/signoff db upgrade
+    DATABASE_URL=sqlite+aiosqlite:///./signoff-sandbox.db \\
+        .venv/bin/signoff api-keys create refunds-agent --tools 'refund_*'   # prints so_...
+    .venv/bin/signoff sandbox          # in another terminal; note its "bot" line
+    SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_... \\
+        .venv/bin/python -m examples.external_refunds
+
+The API is served by the bot, so ``SIGNOFF_URL`` is the address on the sandbox banner's
+``bot`` line without ``/slack/events`` (the page's port serves only the page).
+
+The card appears on the sandbox page for Riley (``U0RILEY``, the requester). Approve it and
+the refund runs once; decline it and the agent reports the reason. Change the order's total in
+``refunds-demo.json`` before approving and signoff posts a diff card instead of refunding. Kill
+the agent at any point and start it again: it joins the same run and the same call (the run's
+``idempotency_key``), so an approved refund is never paid twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from signoff_client import (
+    Guard,
+    NotApproved,
+    Preview,
+    Reconciliation,
+    Signoff,
+    current_call,
+)
+
+PAYMENTS = Path(os.environ.get("REFUNDS_DEMO_FILE", "refunds-demo.json"))
+ORDERS = {"A-1": {"total": 40.0, "customer": "Henderson", "disputed": False}}
+
+
+def load() -> dict[str, Any]:
+    if not PAYMENTS.exists():
+        PAYMENTS.write_text(json.dumps({"orders": ORDERS, "refunds": []}, indent=2))
+    data: dict[str, Any] = json.loads(PAYMENTS.read_text())
+    return data
+
+
+def refund_order(order_id: str, amount: float) -> dict[str, Any]:
+    """The write that needs a person's approval. Keyed, so a crash can be reconciled."""
+    call = current_call()
+    data = load()
+    refund = {"id": f"re_{len(data['refunds']) + 1}", "order_id": order_id, "amount": amount,
+              "idempotency_key": call.idempotency_key if call else None}
+    data["refunds"].append(refund)
+    PAYMENTS.write_text(json.dumps(data, indent=2))
+    return refund
+
+
+def render_refund(args: dict[str, Any]) -> Preview:
+    """What the approver sees, rendered from the payments system as it is now."""
+    order = load()["orders"][args["order_id"]]
+    return Preview(title=f"Refund {order['customer']}",
+                   fields=[("Order", args["order_id"]), ("Refund", f"${args['amount']:.2f}"),
+                           ("Order total", f"${order['total']:.2f}")])
+
+
+def check_refund(args: dict[str, Any]) -> Guard:
+    order = load()["orders"][args["order_id"]]
+    if order["disputed"]:
+        return Guard.blocked("disputed", f"order {args['order_id']} is in a dispute")
+    if args["amount"] > order["total"]:
+        return Guard.blocked("over_total", "the refund is more than the order's total")
+    return Guard.passed()
+
+
+def find_refund(idempotency_key: str, args: dict[str, Any]) -> Reconciliation:
+    """After a crash: did the refund with this key happen?"""
+    for refund in load()["refunds"]:
+        if refund["idempotency_key"] == idempotency_key:
+            return Reconciliation.done(refund)
+    return Reconciliation.not_done()
+
+
+async def main() -> None:
+    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
+    async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so:
+        so.requires_approval(preview=render_refund, guard=check_refund,
+                             reconcile=find_refund)(refund_order)
+        await so.reconcile()  # settle anything a previous crash left unknown
+        async with so.run(requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
+                          title="Refund for ticket 4411", idempotency_key="ticket-4411",
+                          requires=["refund_order"]) as run:
+            try:
+                refund = await run.call("refund_order", {"order_id": "A-1", "amount": 40.0})
+                run.answer = f"Refunded ${refund['amount']:.2f} ({refund['id']})."
+            except NotApproved as refusal:
+                run.answer = f"No refund: {refusal}"
+            print(run.answer)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,44 @@
+"""Fixtures for the client's tests: a real `signoff serve` on SQLite (and on PostgreSQL where
+a test asks for both), a key for it, and the test's payments system."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.client import harness
+from tests.client.refunds import Payments
+from tests.conftest import PostgresServer
+
+
+@pytest.fixture
+def payments(tmp_path: Path) -> Payments:
+    payments = Payments(tmp_path / "payments.json")
+    payments.add_order("A-1", 40.0)
+    return payments
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[harness.Served]:
+    async with harness.served(harness.sqlite_db(tmp_path), tmp_path) as served:
+        yield served
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A database at head on either dialect (a sync fixture: the PostgreSQL helpers run
+    their own event loop)."""
+    if request.param == "sqlite":
+        return harness.sqlite_db(tmp_path)
+    postgres: PostgresServer = request.getfixturevalue("postgres_server")
+    url = postgres.create_database()
+    harness.signoff_cli(url, "db", "upgrade")
+    return url
+
+
+@pytest.fixture
+async def any_server(any_db_url: str, tmp_path: Path) -> AsyncIterator[harness.Served]:
+    async with harness.served(any_db_url, tmp_path) as served:
+        yield served
