@@ -8,12 +8,11 @@ Against the sandbox::
     DATABASE_URL=sqlite+aiosqlite:///./signoff-sandbox.db .venv/bin/signoff db upgrade
     DATABASE_URL=sqlite+aiosqlite:///./signoff-sandbox.db \\
         .venv/bin/signoff api-keys create refunds-agent --tools 'refund_*'   # prints so_...
-    .venv/bin/signoff sandbox          # in another terminal; note its "bot" line
-    SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_... \\
+    .venv/bin/signoff sandbox          # in another terminal
+    SIGNOFF_URL=http://127.0.0.1:3000 SIGNOFF_API_KEY=so_... \\
         .venv/bin/python -m examples.external_refunds
 
-The API is served by the bot, so ``SIGNOFF_URL`` is the address on the sandbox banner's
-``bot`` line without ``/slack/events`` (the page's port serves only the page).
+The sandbox serves the API on the page's port too (its banner's ``API`` line).
 
 The card appears on the sandbox page for Riley (``U0RILEY``, the requester). Approve it and
 the refund runs once; decline it and the agent reports the reason. Change the order's total in

@@ -129,6 +129,30 @@ async def crm(request: web.Request) -> web.Response:
     return web.json_response({"ok": True, "world": await sandbox.world_state()})
 
 
+#: Request headers an API client sends that the bot's API reads.
+_API_HEADERS = ("Authorization", "Content-Type", "Accept")
+#: Response headers the bot's API sets that a client may act on.
+_API_REPLY_HEADERS = ("Retry-After",)
+
+
+async def api(request: web.Request) -> web.Response:
+    """The bot's HTTP API on the page's port too: the address the banner prints first.
+
+    Passed through unchanged to the bot, which authenticates every request; a
+    long-poll waits here as long as it waits there (at most 30 s).
+    """
+    sandbox: Sandbox = request.app[SANDBOX]
+    base = sandbox.events_url.removesuffix(ids.EVENTS_PATH)
+    headers = {name: request.headers[name] for name in _API_HEADERS if name in request.headers}
+    async with sandbox.session.request(request.method, base + request.rel_url.path_qs,
+                                       headers=headers, data=await request.read()) as upstream:
+        body = await upstream.read()
+        reply = {name: upstream.headers[name] for name in _API_REPLY_HEADERS
+                 if name in upstream.headers}
+        reply["Content-Type"] = upstream.headers.get("Content-Type", "application/json")
+        return web.Response(status=upstream.status, body=body, headers=reply)
+
+
 def application(sandbox: Sandbox) -> web.Application:
     """The page and its JSON API as an aiohttp application."""
     app = web.Application(middlewares=[guard.middleware(sandbox.ui_token)])
@@ -142,4 +166,5 @@ def application(sandbox: Sandbox) -> web.Application:
     app.router.add_post("/ui/dismiss", dismiss)
     app.router.add_post("/ui/crm", crm)
     app.router.add_static("/static/", STATIC)
+    app.router.add_route("*", "/api/v1/{tail:.*}", api)
     return app

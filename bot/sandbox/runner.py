@@ -177,6 +177,8 @@ def banner(running: Running) -> str:
             "  bot       over Socket Mode (envelopes on the stand-in's WebSocket)"
             if running.socket_mode
             else f"  bot       {running.events_url} (signed requests only)",
+            f"  API       {running.url}api/v1/ (a key: DATABASE_URL={running.database_url} "
+            "signoff api-keys create NAME)",
             f"  Slack     stand-in Web API at {running.api_url}",
             "Everything listens on 127.0.0.1. Press Ctrl+C to stop.",
         ]

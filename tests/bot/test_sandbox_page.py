@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,13 @@ import pytest
 from aiohttp import test_utils, web
 
 from bot import config, ids
+from bot.api import auth
 from bot.sandbox import fake_slack, guard, page, routes, runner
 from examples import purchase, quotes
 from examples.crm import CRM, TIERS
+from store import api_keys, engine, runs
 from store.engine import Database
+from store.states import RunState
 from tests.bot.harness import ASK
 
 API = "http://127.0.0.1:9/api/"
@@ -412,3 +416,47 @@ async def test_crm_route__an_app_without_a_crm_is_404() -> None:
             assert response.status == 404
             state = await (await c.get("/ui/state")).json()
             assert state["world"] is None
+
+
+async def test_sandbox__the_api_answers_on_the_pages_port_and_its_card_shows_on_the_page(
+    running: runner.Running,
+) -> None:
+    """An agent uses the address the banner prints first: /api/v1/ on the page's port."""
+    assert f"{running.url}api/v1/" in runner.banner(running)
+    key = auth.new_key()
+    db = engine.connect(running.database_url)
+    try:
+        await api_keys.create(db, key_id="key_sandbox", name="sandbox", key_hash=auth.key_hash(key),
+                              tools=["*"], webhook_url=None, webhook_secret=None,
+                              now=datetime.now(UTC))
+        before = len(await runs.list_runs(db, limit=50))
+        bearer = {"Authorization": f"Bearer {key}"}
+        new_run = {"external": True, "requester": page.REP.id, "title": "Refund for ticket 4411",
+                   "idempotency_key": "ticket-4411"}
+        async with aiohttp.ClientSession() as http:
+            async with http.post(f"{running.url}api/v1/runs", json=new_run) as refused:
+                assert refused.status == 401 and (await refused.json())["error"]
+            assert len(await runs.list_runs(db, limit=50)) == before  # nothing made unkeyed
+            async with http.get(f"{running.url}api/v1/openapi.json") as spec:
+                assert spec.status == 200 and (await spec.json())["openapi"].startswith("3.1")
+            async with http.post(f"{running.url}api/v1/runs", json=new_run,
+                                 headers=bearer) as made:
+                assert made.status == 201, await made.text()
+                run_id = (await made.json())["id"]
+            call = {"call_id": "refund-1", "tool": "refund_order",
+                    "args": {"order_id": "A-1", "amount": 40.0},
+                    "preview": {"title": "Refund A-1", "fields": [["Order", "A-1"]]}}
+            async with http.post(f"{running.url}api/v1/runs/{run_id}/calls", json=call,
+                                 headers=bearer) as asked:
+                assert asked.status == 201, await asked.text()
+                assert (await asked.json())["status"] == "pending"
+            ui = await PageClient.open(running.url, http)
+
+            async def card_shown() -> dict[str, Any] | None:
+                return _card(await ui.state(page.REP.id))
+
+            card = await _eventually(card_shown)
+            assert "Refund A-1" in str(card)
+        assert (await runs.get(db, run_id)).state is RunState.suspended
+    finally:
+        await db.dispose()
