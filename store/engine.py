@@ -47,14 +47,20 @@ class Database:
     async def write(self) -> AsyncIterator[AsyncConnection]:
         async with _translated(), self.engine.connect() as conn:
             conn = await conn.execution_options(**{_WRITE: True})
+            hooks: list[Any] = []
+            conn.info[AFTER_COMMIT] = hooks
             try:
                 async with conn.begin():
                     yield conn
             except BaseException:
-                conn.info.pop(AFTER_COMMIT, None)  # rolled back: nothing to tell
+                # Rolled back: nothing to tell. The connection is not touched here: after a
+                # cancellation it may be unusable, and touching it would turn the
+                # CancelledError into a MissingGreenlet that a caller's loop then swallows.
+                hooks.clear()
                 raise
+            conn.info.pop(AFTER_COMMIT, None)
             # Committed: now tell this process's waiters (see store.call_watch).
-            for hook in conn.info.pop(AFTER_COMMIT, ()):
+            for hook in hooks:
                 hook()
 
     @asynccontextmanager

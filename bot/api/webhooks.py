@@ -93,6 +93,7 @@ class WebhookSender:
         self.db = db
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
 
     def start(self) -> None:
         if self._task is None:
@@ -100,7 +101,7 @@ class WebhookSender:
 
     async def _run(self) -> None:
         async with httpx.AsyncClient(timeout=TIMEOUT_SECONDS) as http:
-            while True:
+            while not self._stopping.is_set():
                 try:
                     await deliver_due(self.db, http)
                 except errors.DatabaseUnavailable as exc:
@@ -108,11 +109,22 @@ class WebhookSender:
                                 extra={"action": "webhook_pass_failed"})
                 except Exception:  # the loop's boundary: log it, deliver next time
                     log.exception("webhook pass failed", extra={"action": "webhook_pass_failed"})
-                await asyncio.sleep(self.interval)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), self.interval)
 
     async def stop(self) -> None:
+        """Let the pass under way finish, then stop.
+
+        Cancelling a pass inside a database transaction leaves SQLAlchemy's
+        connection half-used (``MissingGreenlet`` at shutdown), so the loop is
+        asked to stop between passes; only a caller that stops waiting cancels it.
+        """
         task, self._task = self._task, None
-        if task is not None:
+        if task is None:
+            return
+        self._stopping.set()
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            raise

@@ -27,7 +27,11 @@ _CONTROLS = dict.fromkeys([
 ])
 # mrkdwn has no backslash escape: its control characters become look-alikes that
 # format nothing (`*bold*`, `_italic_`, `~strike~`, `code`).
-_INERT = str.maketrans({"*": "\u2217", "_": "\u02cd", "~": "\u223c", "`": "\u02cb"})
+_INERT = str.maketrans({"*": "\u2217", "~": "\u223c", "`": "\u02cb"})
+# Slack opens italics only at a word's edge: `refund_order` and `run_1a2b` stay as they are
+# (copyable ids); an underscore with a non-word character on either side becomes a look-alike.
+_EDGE_UNDERSCORE = re.compile(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])")
+_UNDERSCORE_STAND_IN = "\u02cd"
 # A colon that opens an `:emoji:` code or a `scheme://` link; other colons read as they are.
 _CODE_COLON = re.compile(r":(?=//|[^\s:]+:)")
 _COLON_STAND_IN = "\ua789"
@@ -52,12 +56,13 @@ def slack_len(text: str) -> int:
 def escape(text: str) -> str:
     """Make text from a person, a tool or a model inert in mrkdwn.
 
-    `&`, `<`, `>` become entities; `*`, `_`, `~`, backtick, and a colon that
-    would open an emoji code or a link, become look-alikes that format
-    nothing; a `>` starting a line cannot open a quote. The result is also
+    `&`, `<`, `>` become entities; `*`, `~`, backtick, an underscore at a
+    word's edge, and a colon that would open an emoji code or a link, become
+    look-alikes that format nothing; a `>` starting a line cannot open a quote. The result is also
     `sendable` (no bidi or zero-width controls).
     """
-    inert = _CODE_COLON.sub(_COLON_STAND_IN, entities(text).translate(_INERT))
+    inert = _EDGE_UNDERSCORE.sub(_UNDERSCORE_STAND_IN, entities(text).translate(_INERT))
+    inert = _CODE_COLON.sub(_COLON_STAND_IN, inert)
     return _LINE_QUOTE.sub(lambda m: m.group(1) + _QUOTE_STAND_IN, inert)
 
 

@@ -364,8 +364,8 @@ def test_run_notice__answered_shows_the_answer_and_the_evidence_in_order() -> No
     text = "\n".join(assert_valid(msg))
     assert "Bought 3 widgets for &lt;!channel&gt;" in text
     assert (
-        "1. `build_cart` — cart\u02cdid: C-9\n"
-        "2. `complete_checkout` — order\u02cdid: O-1\n"
+        "1. `build_cart` — cart_id: C-9\n"
+        "2. `complete_checkout` — order_id: O-1\n"
         "3. `analyse` (failed) — rows: 3, ok: no"
     ) in text
     assert msg[0] == "Run R-1 answered"

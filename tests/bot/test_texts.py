@@ -115,12 +115,14 @@ def notices_with(value: str) -> list[RunNotice]:
            for event, reason in [("answered", None), ("failed", "recovery_exhausted"),
                                  ("halted", "budget:steps"), ("expired", "suspension_expired"),
                                  ("continued", "budget:steps"), ("cancelled", "cancelled")]]
-    assert {n.event for n in out} == set(get_args(NoticeEvent))
     out.append(RunNotice(event="failed", reason="incomplete", missing=["send_quote"],
                          declined=DeclineData(by="U0LEAD", reason=value, tool="send_quote"),
                          **base))
     out.append(RunNotice(event="halted", reason="no_longer_permitted", **base))
     out.append(RunNotice(event="failed", reason="disk_on_fire", **base))
+    out += [RunNotice(event=event, evidence=evidence, tool="refund_order", **base)
+            for event in ("call_ran", "call_unknown")]  # an external agent's call
+    assert {n.event for n in out} == set(get_args(NoticeEvent))
     return out
 
 
