@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +16,7 @@ from typing import Any
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.acceptance import replicas
 from tests.client import harness
@@ -23,15 +26,17 @@ UPSTREAM = Path(__file__).with_name("mcp_upstream.py")
 ARGS = {"order_id": "A-1", "amount": 40.0}
 
 
+def gateway_args(served: harness.Served, payments: Payments) -> list[str]:
+    upstream = f"{sys.executable} {UPSTREAM} {payments.path}"
+    return ["-m", "bot", "mcp-gateway", "--upstream", upstream, "--gate", "refund_*",
+            "--url", served.url, "--api-key", served.api_key, "--requester", harness.REQUESTER]
+
+
 @asynccontextmanager
 async def gateway(served: harness.Served, payments: Payments) -> AsyncIterator[ClientSession]:
     """An MCP client session with the gateway, started as an agent's host would start it."""
-    upstream = f"{sys.executable} {UPSTREAM} {payments.path}"
-    params = StdioServerParameters(
-        command=sys.executable, cwd=str(replicas.REPO),
-        args=["-m", "bot", "mcp-gateway", "--upstream", upstream, "--gate", "refund_*",
-              "--url", served.url, "--api-key", served.api_key,
-              "--requester", harness.REQUESTER])
+    params = StdioServerParameters(command=sys.executable, cwd=str(replicas.REPO),
+                                   args=gateway_args(served, payments))
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -98,3 +103,62 @@ async def test_gateway__ungated_tool_passes_through_without_a_card(
     found: dict[str, Any] = json.loads(text_of(result))
     assert found == {"total": 40.0, "hold": False}
     assert server.cards() == []
+
+
+@asynccontextmanager
+async def http_gateway(served: harness.Served,
+                       payments: Payments) -> AsyncIterator[ClientSession]:
+    """The gateway as its own process on streamable HTTP, and an MCP session with it."""
+    port = replicas.free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, *gateway_args(served, payments), "--http", str(port),
+        cwd=replicas.REPO)
+    try:
+        async def listening() -> bool:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                return False
+            writer.close()
+            return True
+
+        await replicas.until(listening, timeout=30, what="the gateway listening on HTTP")
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamable_http_client(url) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def test_gateway_over_http__approved_once_and_declined_never(
+        server: harness.Served, payments: Payments) -> None:
+    async with http_gateway(server, payments) as session:
+        task = asyncio.create_task(session.call_tool("refund_order", ARGS))
+        await server.approve(await server.wait_for_card("refund_order"))
+        approved = await settled(task)
+        again = asyncio.create_task(session.call_tool("refund_order",
+                                                      {"order_id": "A-1", "amount": 5.0}))
+        await server.decline(await server.wait_for_card("5.0"), "enough refunds")
+        declined = await settled(again)
+
+    (refund,) = payments.refunds()
+    assert refund["amount"] == 40.0 and approved.is_error is not True
+    assert text_of(approved) == f"refunded 40.0 on A-1 as {refund['id']}"
+    assert declined.is_error is True and "'enough refunds'" in text_of(declined)
+
+
+def test_gateway__without_an_api_key_says_so_and_starts_nothing(
+        payments: Payments, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}",
+         "--gate", "*", "--url", "http://127.0.0.1:9", "--requester", harness.REQUESTER],
+        cwd=replicas.REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert done.returncode == 2, done
+    assert done.stderr.strip() == "error: --api-key (or SIGNOFF_API_KEY) is required"
+    assert not started.exists()
