@@ -18,6 +18,16 @@ def _setting(given: str | None, env: str, flag: str) -> str:
     return value
 
 
+def positive_minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of minutes, got {text!r}")
+    return value
+
+
 def run_gateway(args: argparse.Namespace) -> int:
     try:
         from signoff_client.adapters import mcp_gateway
@@ -30,7 +40,8 @@ def run_gateway(args: argparse.Namespace) -> int:
     if not args.upstream.strip():
         fail("--upstream needs the command that starts the upstream MCP server",
              EXIT_NOT_SET_UP)
-    gate = mcp_gateway.Gate(globs=tuple(args.gate), requester=requester)
+    gate = mcp_gateway.Gate(globs=tuple(args.gate), requester=requester,
+                            ttl_minutes=args.ttl_minutes)
     asyncio.run(mcp_gateway.serve(args.upstream, gate, url=url, api_key=api_key,
                                   http_port=args.http, host=args.host))
     return EXIT_OK
@@ -51,6 +62,8 @@ def add_parser(commands: Any) -> None:
     gateway.add_argument("--api-key", help="an API key (default: $SIGNOFF_API_KEY)")
     gateway.add_argument("--requester", help="the Slack user asked to approve "
                          "(default: $SIGNOFF_REQUESTER)")
+    gateway.add_argument("--ttl-minutes", type=positive_minutes, metavar="MINUTES",
+                         help="how long a card waits for a decision (default: the server's)")
     gateway.add_argument("--http", type=positive_int, metavar="PORT",
                          help="serve streamable HTTP on PORT instead of stdio")
     gateway.add_argument("--host", default="127.0.0.1", help="the host --http binds")

@@ -33,10 +33,11 @@ def gateway_args(served: harness.Served, payments: Payments) -> list[str]:
 
 
 @asynccontextmanager
-async def gateway(served: harness.Served, payments: Payments) -> AsyncIterator[ClientSession]:
+async def gateway(served: harness.Served, payments: Payments,
+                  *options: str) -> AsyncIterator[ClientSession]:
     """An MCP client session with the gateway, started as an agent's host would start it."""
     params = StdioServerParameters(command=sys.executable, cwd=str(replicas.REPO),
-                                   args=gateway_args(served, payments))
+                                   args=[*gateway_args(served, payments), *options])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
@@ -92,6 +93,16 @@ async def test_gateway__declined_call_is_a_tool_error_with_the_reason(
 
     assert result.is_error is True
     assert "declined" in text_of(result) and "'over the limit'" in text_of(result)
+    assert payments.refunds() == []
+
+
+async def test_gateway__expired_call_is_a_tool_error_and_nothing_runs(
+        server: harness.Served, payments: Payments) -> None:
+    async with gateway(server, payments, "--ttl-minutes", "0.05") as session:
+        result = await settled(asyncio.create_task(session.call_tool("refund_order", ARGS)))
+
+    assert result.is_error is True
+    assert "expired" in text_of(result)
     assert payments.refunds() == []
 
 

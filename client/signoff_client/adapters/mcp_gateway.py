@@ -39,6 +39,7 @@ class Gate:
 
     globs: Sequence[str]
     requester: str
+    ttl_minutes: float | None = None  #: how long a card waits; None: the server's default
 
     def covers(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, glob) for glob in self.globs)
@@ -98,7 +99,8 @@ class Gateway:
         async with self.signoff.run(requester=self.gate.requester,
                                     title=f"MCP tool call: {name}") as run:
             try:
-                recorded = await run.call(name, args, execute=execute)
+                recorded = await run.call(name, args, execute=execute,
+                                           ttl_minutes=self.gate.ttl_minutes)
             except errors.NotApproved as exc:
                 run.answer = refusal_text(exc)
                 return error_result(run.answer)
