@@ -96,8 +96,9 @@ class Gateway:
                                                        exclude_none=True)
             return dumped
 
+        # The run answers only if the tool ran: a refused call leaves it failed, for the record.
         async with self.signoff.run(requester=self.gate.requester,
-                                    title=f"MCP tool call: {name}") as run:
+                                    title=f"MCP tool call: {name}", requires=[name]) as run:
             try:
                 recorded = await run.call(name, args, execute=execute,
                                            ttl_minutes=self.gate.ttl_minutes)
