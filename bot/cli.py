@@ -24,7 +24,7 @@ from importlib import metadata
 
 from bot import config
 from bot.api import keys_cli
-from bot.cli_commands import db, outbox, runs, sandbox, serve
+from bot.cli_commands import db, mcp_gateway, outbox, runs, sandbox, serve
 from bot.cli_commands.common import (
     EXIT_FAILED,
     EXIT_NOT_SET_UP,
@@ -42,7 +42,7 @@ __all__ = ["COMMANDS", "EXIT_FAILED", "EXIT_NOT_SET_UP", "EXIT_OK", "EXIT_UNREAC
            "build_parser", "main"]
 
 #: Command groups, in `signoff --help` order. A new group is a module with ``add_parser``.
-COMMANDS = (serve, sandbox, db, runs, outbox, keys_cli)
+COMMANDS = (serve, sandbox, db, runs, outbox, keys_cli, mcp_gateway)
 
 _EPILOG = """\
 commands:
@@ -56,6 +56,7 @@ commands:
   signoff outbox list [--dead]             Slack posts waiting, sent or dead, newest first
   signoff outbox retry ID                  deliver a dead row again once its cause is fixed
   signoff api-keys create|list|revoke      keys of the HTTP API under /api/v1/
+  signoff mcp-gateway --upstream CMD       an MCP server's tools, gated calls asked in Slack
 
 exit codes:
   0  done

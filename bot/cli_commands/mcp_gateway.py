@@ -1,0 +1,70 @@
+"""`signoff mcp-gateway --upstream CMD --gate GLOB ...`: an MCP server whose gated tools
+are approved in signoff before the upstream server runs them."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+from typing import Any
+
+from bot.cli_commands.common import EXIT_NOT_SET_UP, EXIT_OK, add, fail, positive_int
+
+
+def _setting(given: str | None, env: str, flag: str) -> str:
+    value = given or os.environ.get(env, "")
+    if not value:
+        fail(f"{flag} (or {env}) is required", EXIT_NOT_SET_UP)
+    return value
+
+
+def positive_minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of minutes, got {text!r}")
+    return value
+
+
+def run_gateway(args: argparse.Namespace) -> int:
+    try:
+        from signoff_client.adapters import mcp_gateway
+    except ImportError:
+        fail("the MCP gateway needs the mcp package: pip install 'signoff-client[mcp]'",
+             EXIT_NOT_SET_UP)
+    url = _setting(args.url, "SIGNOFF_URL", "--url")
+    api_key = _setting(args.api_key, "SIGNOFF_API_KEY", "--api-key")
+    requester = _setting(args.requester, "SIGNOFF_REQUESTER", "--requester")
+    if not args.upstream.strip():
+        fail("--upstream needs the command that starts the upstream MCP server",
+             EXIT_NOT_SET_UP)
+    gate = mcp_gateway.Gate(globs=tuple(args.gate), requester=requester,
+                            ttl_minutes=args.ttl_minutes)
+    asyncio.run(mcp_gateway.serve(args.upstream, gate, url=url, api_key=api_key,
+                                  http_port=args.http, host=args.host))
+    return EXIT_OK
+
+
+def add_parser(commands: Any) -> None:
+    gateway = add(commands, "mcp-gateway", "serve an MCP server's tools, gated by signoff",
+                  "Serve the tools of the MCP server that --upstream starts (over stdio, or "
+                  "over streamable HTTP at /mcp with --http). A call to a tool matching a "
+                  "--gate glob is asked for in Slack, one run per call, with the tool's "
+                  "arguments on the card; it runs once, after approval. A decline or an expiry "
+                  "is answered with a tool error carrying the reason. Other tools pass through.")
+    gateway.add_argument("--upstream", required=True, metavar="COMMAND",
+                         help="the command that starts the upstream MCP server (stdio)")
+    gateway.add_argument("--gate", action="append", default=[], metavar="GLOB",
+                         help="tools needing approval, e.g. 'refund_*' (repeatable)")
+    gateway.add_argument("--url", help="signoff's URL (default: $SIGNOFF_URL)")
+    gateway.add_argument("--api-key", help="an API key (default: $SIGNOFF_API_KEY)")
+    gateway.add_argument("--requester", help="the Slack user asked to approve "
+                         "(default: $SIGNOFF_REQUESTER)")
+    gateway.add_argument("--ttl-minutes", type=positive_minutes, metavar="MINUTES",
+                         help="how long a card waits for a decision (default: the server's)")
+    gateway.add_argument("--http", type=positive_int, metavar="PORT",
+                         help="serve streamable HTTP on PORT instead of stdio")
+    gateway.add_argument("--host", default="127.0.0.1", help="the host --http binds")
+    gateway.set_defaults(call=run_gateway)
