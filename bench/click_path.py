@@ -3,11 +3,19 @@
 One signed Approve click through the real server (``tests/bot/harness.py``:
 real HTTP, signature verification on, the quotes example, the Slack stand-in),
 traced with ``sys.setprofile`` from the request until the tool (the quotes
-``send``) is called. Only fresh calls count: a coroutine resuming after an
-``await`` is not a new visit. ``bot/sandbox/`` (the stand-in) is left out.
+``send``) is called. ``bot/sandbox/`` (the stand-in) is left out.
+
+What counts is code running in the click's own context: a context variable is
+set when aiohttp starts handling the click's ``POST /slack/events``, and every
+task the click spawns (Bolt's listener, the run's drive) inherits it. A loop
+started earlier (the outbox relay, the webhook sender, the scheduler) does not
+have it, so its work is not on the path even when the click's commit wakes it.
+Only fresh calls count: a coroutine resuming after an ``await`` is not a new visit.
 
 Prints the files in the order they are first entered, the count per package,
-and every call that goes upward (store -> resume, resume -> bot, store -> bot).
+the sequence of layer transitions (each call from one layer into another, in
+order, repeats collapsed), and every call that goes upward (store -> resume,
+resume -> bot, store -> bot: a hook or callback pointing the wrong way).
 
     python -m bench.click_path
 """
@@ -15,6 +23,7 @@ and every call that goes upward (store -> resume, resume -> bot, store -> bot).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dis
 import sys
 import tempfile
@@ -31,6 +40,11 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("bot", "resume", "store")
 #: The tool whose call ends the trace: the quotes app's ``send_quote``.
 TOOL_FILE, TOOL_FUNCTION = "examples/quotes.py", "send"
+#: aiohttp runs each request in a task of its own, started in this coroutine.
+REQUEST_FILE, REQUEST_FUNCTION = "aiohttp/web_protocol.py", "_handle_request"
+
+#: Set in the click's request task; inherited by every task it spawns.
+IN_CLICK: contextvars.ContextVar[bool] = contextvars.ContextVar("in_click", default=False)
 
 _first_resume: dict[CodeType, int] = {}
 
@@ -55,18 +69,34 @@ def _fresh(frame: FrameType) -> bool:
     return frame.f_lasti <= _first_resume[code]
 
 
-def _layer(path: str) -> int:
-    return LAYERS.index(path.split("/")[0])
+def _layer(path: str) -> str:
+    return path.split("/")[0]
+
+
+def _is_click_request(frame: FrameType) -> bool:
+    code = frame.f_code
+    if code.co_name != REQUEST_FUNCTION or not code.co_filename.endswith(REQUEST_FILE):
+        return False
+    request = frame.f_locals.get("request")
+    return getattr(request, "method", "") == "POST" and \
+        getattr(request, "path", "") == ids.EVENTS_PATH
 
 
 class Trace:
     def __init__(self) -> None:
         self.order: list[str] = []
+        self.functions: dict[str, list[str]] = {}
+        self.transitions: list[tuple[str, str]] = []
         self.upward: dict[tuple[str, str], int] = {}
         self.tool_ran = False
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if self.tool_ran or event != "call":
+            return
+        if _is_click_request(frame):
+            IN_CLICK.set(True)  # the profiler runs in the task's own context
+            return
+        if not IN_CLICK.get():
             return
         code = frame.f_code
         if code.co_filename.endswith(TOOL_FILE) and code.co_name == TOOL_FUNCTION:
@@ -77,13 +107,35 @@ class Trace:
             return
         if path not in self.order:
             self.order.append(path)
-        caller = frame.f_back
-        while caller is not None and _repo_file(caller.f_code.co_filename) is None:
-            caller = caller.f_back
-        caller_path = _repo_file(caller.f_code.co_filename) if caller is not None else None
-        if caller_path is not None and _layer(caller_path) > _layer(path):
-            key = (caller_path, path)
+        names = self.functions.setdefault(path, [])
+        if code.co_name not in names:
+            names.append(code.co_name)
+        caller_path = _caller(frame)
+        if caller_path is None or _layer(caller_path) == _layer(path):
+            return
+        step = (_layer(caller_path), _layer(path))
+        if not self.transitions or self.transitions[-1] != step:
+            self.transitions.append(step)
+        if LAYERS.index(step[0]) > LAYERS.index(step[1]):
+            key = (f"{caller_path} {_caller_name(frame)}", f"{path} {code.co_name}")
             self.upward[key] = self.upward.get(key, 0) + 1
+
+
+def _caller_frame(frame: FrameType) -> FrameType | None:
+    caller = frame.f_back
+    while caller is not None and _repo_file(caller.f_code.co_filename) is None:
+        caller = caller.f_back
+    return caller
+
+
+def _caller(frame: FrameType) -> str | None:
+    caller = _caller_frame(frame)
+    return _repo_file(caller.f_code.co_filename) if caller is not None else None
+
+
+def _caller_name(frame: FrameType) -> str:
+    caller = _caller_frame(frame)
+    return caller.f_code.co_name if caller is not None else "?"
 
 
 async def main() -> None:
@@ -101,11 +153,17 @@ async def main() -> None:
             finally:
                 sys.setprofile(None)
     if not trace.tool_ran:
-        raise SystemExit("the tool never ran: nothing measured")
+        raise SystemExit("the tool never ran in the click's context: nothing measured")
+    report(trace)
+
+
+def report(trace: Trace) -> None:
     for n, path in enumerate(trace.order, 1):
-        print(f"{n:3} {path}")
-    counts = {layer: sum(p.split("/")[0] == layer for p in trace.order) for layer in LAYERS}
+        print(f"{n:3} {path:32} {', '.join(trace.functions[path])}")
+    counts = {layer: sum(_layer(p) == layer for p in trace.order) for layer in LAYERS}
     print(f"files: {len(trace.order)} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    print(f"layer transitions ({len(trace.transitions)}):",
+          " ".join(f"{a}>{b}" for a, b in trace.transitions))
     print("upward calls:", "none" if not trace.upward else "")
     for (caller, callee), times in sorted(trace.upward.items()):
         print(f"    {caller} -> {callee}: {times}")
