@@ -28,7 +28,7 @@ def decision_effects(
     run: Run, approval: Approval, decision: str, actor: str, reason: str | None, now: datetime,
 ) -> Effects:
     """The call's decision, and its webhook, for the claim's transaction (external runs)."""
-    if not external.is_external(run):
+    if not run.external:
         return Effects()
     status = CallStatus.approved if decision == "approve" else CallStatus.declined
     values = {"status": status.value, "decided_by": actor, "decided_at": now, "reason": reason}
@@ -42,7 +42,7 @@ def decision_effects(
 def expiry_effects(before: Run, now: datetime) -> Effects:
     """An external run's pending call expires with its card."""
     call_id = (before.pending or {}).get("call_id")
-    if not external.is_external(before) or not isinstance(call_id, str):
+    if not before.external or not isinstance(call_id, str):
         return Effects()
     data = {"run_id": before.id, "call_id": call_id,
             "tool": (before.pending or {}).get("tool"), "status": CallStatus.expired.value,
@@ -53,7 +53,7 @@ def expiry_effects(before: Run, now: datetime) -> Effects:
 
 def cancel_effects(before: Run, now: datetime) -> Effects:
     """An external run cancelled in Slack: its pending call is cancelled, its key told."""
-    if not external.is_external(before):
+    if not before.external:
         return Effects()
     call_id = (before.pending or {}).get("call_id")
     changes = ([CallChange(call_id, {"status": CallStatus.cancelled.value})]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from resume import call_decided, external, outbox
+from resume import call_decided, outbox
 from resume.drive import Drive
 from resume.outcomes import (
     AlreadyResumed,
@@ -22,7 +22,7 @@ from resume.outcomes import (
     UnknownOrExpired,
 )
 from resume.runtime import Runtime
-from resume.tools import REQUESTER
+from resume.tools import REQUESTER, Approvers
 from store import approvals, claims, runs
 from store.events import EventKind
 from store.reasons import HaltReason, RefusalReason
@@ -48,14 +48,16 @@ async def _may_decide(
         # should not send an approver looking for a card that is gone anyway).
         # Only a read: the claim's expires_at guard is still the atomic check.
         return UnknownOrExpired(RefusalReason.expired)
-    tool = rt.app.tool(approval.tool)
-    # A tool gone since the card was posted has no policy to widen who may decide.
-    policy = tool.approvers if tool is not None else REQUESTER
-    if external.is_external(run):
-        policy = call_decided.approvers(approval)
+    policy = call_decided.approvers(approval) if run.external else _hosted_policy(rt, approval)
     if not policy.allows(actor, run.user_id, team_id):
         return NotAnApprover(actor, run.user_id, policy.listed(run.user_id), policy.policy())
     return approval, run
+
+
+def _hosted_policy(rt: Runtime, approval: Approval) -> Approvers:
+    tool = rt.app.tool(approval.tool)
+    # A tool gone since the card was posted has no policy to widen who may decide.
+    return tool.approvers if tool is not None else REQUESTER
 
 
 def _expired(run: Run, token: str, now: datetime) -> bool:
@@ -100,12 +102,15 @@ async def decide(
     approval, run = may
     now = rt.now()
     status: Literal["approved", "declined"] = "approved" if decision == "approve" else "declined"
-    fx = call_decided.merged(Effects(
+    fx = Effects(
         events=[(EventKind.decision, {"decision": decision, "by": actor,
                                       "call_id": approval.call_id, "digest": approval.digest,
                                       "reason": reason})],
         outbox=[outbox.card_update(run, token, status, at=now, actor=actor, reason=reason)],
-    ), call_decided.decision_effects(run, approval, decision, actor, reason, now))
+    )
+    if run.external:  # the call's own row and its webhook move in the claim's transaction
+        fx = call_decided.merged(
+            fx, call_decided.decision_effects(run, approval, decision, actor, reason, now))
     result = await claims.claim(rt.db, token, decision=decision, actor=actor, reason=reason,
                                 owner_id=rt.owner_id, now=now, fx=fx)
     if isinstance(result, claims.ClaimWon):

@@ -24,7 +24,7 @@ from resume.model import ModelError
 from resume.outcomes import CallOutcome, Stopped
 from resume.routes import Routed
 from resume.runtime import Runtime
-from store import api_runs, codec, errors, ledger, runs
+from store import codec, errors, ledger, runs
 from store.events import EventKind
 from store.reasons import FailReason, HaltReason
 from store.records import Run
@@ -61,7 +61,7 @@ async def drive(rt: Runtime, run: Run) -> Driven:
     """Work on ``run`` (held by this process at ``run.lease_epoch``) until it stops."""
     if run.state is not RunState.running or run.owner_id != rt.owner_id:
         return Driven(run, {})
-    if run.app_fingerprint == api_runs.EXTERNAL_FINGERPRINT:
+    if run.external:
         return Driven(run, {})  # its agent lives elsewhere and goes on through the API
     held = await HeldRun.load(rt, run)
     try:

@@ -63,14 +63,10 @@ def call_data(call: ApiCall, run: Run) -> dict[str, Any]:
             "status": call.status.value, "decision": decision}
 
 
-def is_external(run: Run) -> bool:
-    return run.app_fingerprint == api_runs.EXTERNAL_FINGERPRINT
-
-
 def webhook_rows(run: Run, kind: WebhookType, data: dict[str, Any], *, at: datetime) -> list[Row]:
     """The outbox row for ``kind`` if ``run`` is external (the sender finds its key's URL;
     a key without a webhook drops the row there)."""
-    if not is_external(run):
+    if not run.external:
         return []
     event = WebhookEvent(id=f"msg_{secrets.token_hex(12)}", run_id=run.id, type=kind,
                          timestamp=at.timestamp(), data=data)

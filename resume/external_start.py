@@ -16,7 +16,7 @@ from resume import ask, budget
 from resume.apps import SNAPSHOT_VERSION
 from resume.outcomes import ApiRefusal, ApiRefused, ExternalRun
 from resume.runtime import Runtime
-from store import api_runs, runs
+from store import api_runs, records, runs
 from store.api_records import ApiKey, ApiRun
 from store.events import EventKind
 from store.runs import NewRun
@@ -40,7 +40,7 @@ async def start_external(
         return ApiRefused(ApiRefusal.invalid, f"limits: {exc.errors()[0]['msg']}")
     new = NewRun(id=ask.new_run_id(), user_id=requester, question=title,
                  limits=checked.model_dump(), owner_id=rt.owner_id,
-                 snapshot_version=SNAPSHOT_VERSION, app_fingerprint=api_runs.EXTERNAL_FINGERPRINT,
+                 snapshot_version=SNAPSHOT_VERSION, app_fingerprint=records.EXTERNAL_FINGERPRINT,
                  slack_channel=rt.approvals_channel)
     origin = api_runs.Origin(key_id=key.id, idempotency_key=idempotency_key,
                              request_digest=request_digest, external=True)

@@ -18,15 +18,12 @@ from sqlalchemy.exc import IntegrityError
 from store import api_calls, codec, schema
 from store.api_records import ApiRun
 from store.engine import Database
-from store.records import Run
+from store.records import EXTERNAL_FINGERPRINT, Run
 from store.runs import NewRun
 from store.states import CallStatus, RunState
 from store.transitions import Effects, state_is, transition
 
 owners = schema.api_runs
-#: ``runs.app_fingerprint`` of an external run: no app of ours defines its tools, and
-#: nobody here drives it (the reaper leaves it alone; see ``store.sweeps``).
-EXTERNAL_FINGERPRINT = "external"
 EXTERNAL: ColumnElement[str] = literal_column(f"'{EXTERNAL_FINGERPRINT}'")
 runs_t = schema.runs
 

@@ -11,6 +11,10 @@ from sqlalchemy.engine import RowMapping
 from store import codec
 from store.states import LedgerStatus, OutboxState, RunState
 
+#: ``runs.app_fingerprint`` of an external run: no app of ours defines its tools, and
+#: nobody here drives it (the reaper leaves it alone; see ``store.sweeps``).
+EXTERNAL_FINGERPRINT = "external"
+
 
 @dataclass(frozen=True)
 class Run:
@@ -53,6 +57,11 @@ class Run:
             data[key] = codec.loads(data[key])
         data["state"] = RunState(data["state"])
         return cls(**data)
+
+    @property
+    def external(self) -> bool:
+        """Its agent lives elsewhere and moves it through the API; nobody here drives it."""
+        return self.app_fingerprint == EXTERNAL_FINGERPRINT
 
 
 @dataclass(frozen=True)
