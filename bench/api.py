@@ -28,7 +28,7 @@ from typing import Any
 from bench import common, databases
 from bot.api import auth
 from examples.crm import CRM
-from store import api_keys, approvals, runs
+from store import api_keys, claims, runs
 from store.engine import Database
 from tests.acceptance import replicas
 from tests.acceptance.replicas import Card, Cluster, Replica
@@ -57,7 +57,7 @@ async def _api(c: Cluster, r: Replica, key: str, method: str, path: str,
 async def _card(db: Database, run_id: str) -> Card:
     for _ in range(600):
         run = await runs.get(db, run_id)
-        record = await approvals.get(db, run.pending_token) if run.pending_token else None
+        record = await claims.approval(db, run.pending_token) if run.pending_token else None
         if record is not None and record.slack_ts and record.slack_channel:
             return Card(record.token, run_id, run.user_id, record.slack_channel, record.slack_ts)
         await asyncio.sleep(0.01)

@@ -34,7 +34,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from bench import common, databases
 from bot import ids
 from bot.sandbox import signing
-from store import approvals, schema
+from store import claims, schema
 from tests.bot import harness, socket_harness
 
 ASK = harness.ASK
@@ -116,7 +116,7 @@ async def measure(url: str, n: int, rounds: int) -> dict[str, list[float]]:
                 await world.settle()
                 if r:
                     out[side] += times
-            decided = [a for a in [await approvals.get(world.db, t) for t in tokens]
+            decided = [a for a in [await claims.approval(world.db, t) for t in tokens]
                        if a is not None and a.decided_by is not None]
             if len(decided) != n:
                 raise RuntimeError(f"{n - len(decided)} clicks decided nothing")

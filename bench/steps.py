@@ -32,7 +32,7 @@ from langgraph.graph.message import add_messages
 
 from bench import common, databases
 from bench.databases import Target
-from store import codec, runs, schema
+from store import records, runs, schema
 from store.engine import Database
 from store.transitions import Effects
 
@@ -179,7 +179,7 @@ async def _grow(dialect: str, ks: list[int], s: Sides) -> list[list[Any]]:
     rows: list[list[Any]] = []
     raw = 0
     for i in range(1, max(ks) + 1):
-        raw += len(codec.dumps(signoff_message(i), what="message").encode())
+        raw += len(records.dumps(signoff_message(i), what="message").encode())
         await s.timed_step(i, windows)
         if i not in ks:
             continue

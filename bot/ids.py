@@ -22,7 +22,7 @@ EVENTS_PATH: Final = "/slack/events"
 HEALTH_PATH: Final = "/healthz"
 #: Readiness: the database is reachable.
 READY_PATH: Final = "/readyz"
-#: Prometheus metrics (guarded: see bot/metrics_http.py).
+#: Prometheus metrics (guarded: see bot/metrics.py).
 METRICS_PATH: Final = "/metrics"
 
 # --- Slash command -----------------------------------------------------------

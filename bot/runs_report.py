@@ -21,7 +21,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, TypeVar
 
-from store import approvals, events, ledger, messages, outbox, runs
+from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Approval, Event, LedgerEntry, OutboxRow, Run
 from store.states import OutboxState, RunState
@@ -54,10 +54,10 @@ async def load_detail(db: Database, run_id: str) -> RunDetail:
     run = await runs.get(db, run_id)
     return RunDetail(
         run=run,
-        messages=await messages.load(db, run_id),
+        messages=await runs.conversation(db, run_id),
         events=await events.for_run(db, run_id),
         ledger=await ledger.for_run(db, run_id),
-        approvals=await approvals.for_run(db, run_id),
+        approvals=await claims.approvals_of(db, run_id),
         outbox=await outbox.for_run(db, run_id),
     )
 

@@ -25,7 +25,7 @@ from aiohttp import web
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from slack_bolt.async_app import AsyncApp
 
-from bot import bolt_app, config, ids, intake, logs, metrics_http, scheduler, socket_mode
+from bot import bolt_app, config, ids, intake, logs, metrics, scheduler, socket_mode
 from bot.api import add_api_routes
 from bot.services import Services
 from resume import apps
@@ -103,7 +103,7 @@ async def build_server(
     bolt = bolt_app.build(services)
     web_app = bolt.web_app(path=ids.EVENTS_PATH, port=settings.port)
     # Outermost: the ack time includes the intake checks.
-    web_app.middlewares.append(metrics_http.ack_timer(ids.EVENTS_PATH))
+    web_app.middlewares.append(metrics.ack_timer(ids.EVENTS_PATH))
     # Before Bolt: only signed, first-seen requests the bot handles (see bot/intake.py).
     web_app.middlewares.append(intake.middleware(
         ids.EVENTS_PATH, settings.require_slack().signing_secret, runtime.db))
@@ -111,7 +111,7 @@ async def build_server(
     web_app[TRANSPORT] = Transport(bolt)
     web_app.router.add_get(ids.HEALTH_PATH, _healthz)
     web_app.router.add_get(ids.READY_PATH, _readyz)
-    metrics_http.install(web_app, ids.METRICS_PATH, runtime, settings.metrics_token)
+    metrics.install(web_app, ids.METRICS_PATH, runtime, settings.metrics_token)
     add_api_routes(web_app, services)
     return web_app, services
 

@@ -27,7 +27,7 @@ from resume.outbox import ApprovalCard, OutboxKind
 from resume.outcomes import ApiRefusal, ApiRefused, ExecutionClaimed
 from resume.runtime import Runtime
 from resume.tools import Preview
-from store import api_calls, approvals, errors, runs
+from store import api_calls, claims, errors, runs
 from store.api_calls import RunChange
 from store.api_records import ApiCall, ApiKey
 from store.events import EventKind
@@ -63,7 +63,7 @@ async def execute(
         return external.call_not_found(run_id, call_id)
     if call.status is not CallStatus.approved:
         return not_approved(call)
-    approval = await approvals.get(rt.db, call.token) if call.token else None
+    approval = await claims.approval(rt.db, call.token) if call.token else None
     if approval is None:
         return not_approved(call)
     try:

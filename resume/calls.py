@@ -25,7 +25,7 @@ from resume.outbox import ApprovalCard, OutboxKind
 from resume.outcomes import Blocked, Declined, Executed, NoLongerPermitted
 from resume.routes import Routed
 from resume.tools import Preview, Tool, ToolContext
-from store import approvals, errors, ledger, runs
+from store import claims, errors, ledger, runs
 from store.events import EventKind
 from store.reasons import FailReason, HaltReason
 from store.records import Approval, LedgerEntry, Run
@@ -156,7 +156,7 @@ async def _blocked(
 
 
 async def latest_approval(held: HeldRun, call_id: str) -> Approval | None:
-    mine = [a for a in await approvals.for_run(held.rt.db, held.run.id) if a.call_id == call_id]
+    mine = [a for a in await claims.approvals_of(held.rt.db, held.run.id) if a.call_id == call_id]
     return mine[-1] if mine else None
 
 

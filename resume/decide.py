@@ -23,7 +23,7 @@ from resume.outcomes import (
 )
 from resume.runtime import Runtime
 from resume.tools import REQUESTER, Approvers
-from store import approvals, claims, runs
+from store import claims, runs
 from store.events import EventKind
 from store.reasons import HaltReason, RefusalReason
 from store.records import Approval, Run
@@ -35,7 +35,7 @@ async def _may_decide(
     rt: Runtime, token: str, actor: str, team_id: str | None
 ) -> tuple[Approval, Run] | Refusal:
     """The request is known, undecided and unexpired, and the approvers policy allows ``actor``."""
-    approval = await approvals.get(rt.db, token) if token else None
+    approval = await claims.approval(rt.db, token) if token else None
     if approval is None:
         return UnknownOrExpired(RefusalReason.unknown)
     if approval.decided_by is not None and approval.decided_at is not None:

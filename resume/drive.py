@@ -24,7 +24,7 @@ from resume.model import ModelError
 from resume.outcomes import CallOutcome, Stopped
 from resume.routes import Routed
 from resume.runtime import Runtime
-from store import codec, errors, ledger, runs
+from store import errors, ledger, records, runs
 from store.events import EventKind
 from store.reasons import FailReason, HaltReason
 from store.records import Run
@@ -126,7 +126,7 @@ async def _resolve_scope(held: HeldRun) -> None:
     snapshot = held.scope.model_dump(mode="json")
     await held.record(
         Effects(events=[(EventKind.scope_resolved, {"tools": snapshot["tools"]})]),
-        extra={"scope_snapshot": codec.dumps(snapshot, what="scope"),
+        extra={"scope_snapshot": records.dumps(snapshot, what="scope"),
                "scope_resolved_at": held.rt.now()},
     )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from resume.apps import App
 from resume.outbox import DeclineData, EvidenceItem
-from store import approvals, ledger
+from store import claims, ledger
 from store.engine import Database
 from store.records import LedgerEntry
 from store.states import LedgerStatus
@@ -39,7 +39,7 @@ async def of_run(db: Database, app: App, run_id: str) -> list[EvidenceItem]:
 
 async def last_decline(db: Database, run_id: str) -> DeclineData | None:
     """The latest decline of one of the run's requests, if a person declined one."""
-    declined = [a for a in await approvals.for_run(db, run_id) if a.decision == "decline"]
+    declined = [a for a in await claims.approvals_of(db, run_id) if a.decision == "decline"]
     if not declined or declined[-1].decided_by is None:
         return None
     last = declined[-1]

@@ -24,7 +24,7 @@ from resume.outbox import DeclineData, EvidenceItem, FieldChange
 from resume.outcomes import CallOutcome, DetailsChanged
 from resume.runtime import Runtime
 from resume.scope import Scope
-from store import codec, errors, ledger, messages, outage, runs
+from store import errors, ledger, outage, records, runs
 from store.events import EventKind
 from store.reasons import FailReason
 from store.records import LedgerEntry, Run
@@ -56,7 +56,7 @@ class HeldRun:
     @classmethod
     async def load(cls, rt: Runtime, run: Run) -> HeldRun:
         """The held run with its stored conversation and the requester's scope as it is now."""
-        stored = await messages.load(rt.db, run.id)
+        stored = await runs.conversation(rt.db, run.id)
         return cls(rt, run, [Message.model_validate(m) for m in stored],
                    scope=await rt.app.scope(run.user_id))
 
@@ -212,7 +212,7 @@ def _result_text(result: Any) -> str:
         text = json.dumps(result, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         text = repr(result)
-    limit = codec.MAX_MESSAGE_BYTES // 2
+    limit = records.MAX_MESSAGE_BYTES // 2
     if len(text.encode()) > limit:
         # The tool's write already happened; keep the record, shorten what the model reads.
         text = text.encode()[:limit].decode(errors="ignore") + " …[truncated]"
@@ -222,7 +222,7 @@ def _result_text(result: Any) -> str:
 def ledger_result(result: Any) -> Any:
     """The result as the ledger can store it (an oversized one becomes a marker)."""
     try:
-        codec.dumps(result, what="tool result")
+        records.dumps(result, what="tool result")
     except errors.StoreError as exc:
         return {"unstored_result": str(exc), "summary": _result_text(result)[:2000]}
     return result

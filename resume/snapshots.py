@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from resume import tools
 from resume.apps import SNAPSHOT_VERSION, App
 from resume.messages import Message
-from store import codec
+from store import records
 from store.records import Run
 
 
@@ -72,10 +72,10 @@ def migrate(run: Run, conversation: Sequence[Message]) -> Migrated:
         s = MIGRATIONS[version](s, conversation)
     values = {
         "snapshot_version": SNAPSHOT_VERSION,
-        "pending": None if s.pending is None else codec.dumps(s.pending, what="pending request"),
+        "pending": None if s.pending is None else records.dumps(s.pending, what="pending request"),
         "pending_preview": (None if s.pending_preview is None
-                            else codec.dumps(s.pending_preview, what="preview")),
-        "limits": codec.dumps(s.limits, what="limits"),
+                            else records.dumps(s.pending_preview, what="preview")),
+        "limits": records.dumps(s.limits, what="limits"),
     }
     return Migrated(run.snapshot_version, s, values)
 

@@ -26,7 +26,7 @@ from resume.messages import Message
 from resume.outcomes import CallOutcome, Claimed, Decision, Refusal
 from resume.runtime import Runtime
 from resume.scripted import result_of
-from store import messages, migrate, runs
+from store import migrate, runs
 from store.engine import connect
 from store.records import Run
 
@@ -76,5 +76,5 @@ class Journey:
 
     async def results(self, run: Run, tool: str) -> list[dict[str, Any]]:
         """What the model was given back for each call of ``tool``, in order."""
-        said = [Message.model_validate(m) for m in await messages.load(self.rt.db, run.id)]
+        said = [Message.model_validate(m) for m in await runs.conversation(self.rt.db, run.id)]
         return [result_of(m) for m in said if m.role == "tool" and m.name == tool]

@@ -18,7 +18,7 @@ from sqlalchemy import ColumnElement, exists, insert, literal_column, select, up
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import call_watch, codec, schema
+from store import call_watch, records, schema
 from store.api_records import ApiCall
 from store.engine import Database
 from store.records import Run
@@ -64,8 +64,8 @@ def suspended_values(s: Suspension) -> dict[str, Any]:
     """The run's columns while it waits on ``s`` (as ``store.runs.suspend`` writes them)."""
     return {
         "state": RunState.suspended.value,
-        "pending": codec.dumps(s.pending, what="pending request"),
-        "pending_preview": codec.dumps(s.preview, what="preview"),
+        "pending": records.dumps(s.pending, what="pending request"),
+        "pending_preview": records.dumps(s.preview, what="preview"),
         "pending_preview_digest": s.digest,
         "pending_token": s.token,
         "expires_at": s.expires_at,
@@ -83,7 +83,7 @@ async def request(
     s = run.suspension
     row = {
         "run_id": run_id, "call_id": new.call_id, "tool": new.tool,
-        "args": codec.dumps(new.args, what=f"arguments of {new.tool}"),
+        "args": records.dumps(new.args, what=f"arguments of {new.tool}"),
         "request_digest": new.request_digest, "spend_usd": new.spend_usd,
         "status": CallStatus.pending.value, "token": s.token if s else None,
         "expires_at": s.expires_at if s else None, "created_at": now, "updated_at": now,
@@ -149,12 +149,12 @@ async def _run_side(
         s = run.suspension
         await conn.execute(insert(schema.approvals).values(
             token=s.token, run_id=run_id, call_id=s.call_id, tool=s.tool, digest=s.digest,
-            card=codec.dumps(s.card, what="approval card"), created_at=now,
+            card=records.dumps(s.card, what="approval card"), created_at=now,
         ))
     if run.ledger_key is not None:
         await conn.execute(insert(schema.tool_calls).values(
             run_id=run_id, call_id=call_id, tool=tool,
-            args=codec.dumps(args, what=f"arguments of {tool}"),
+            args=records.dumps(args, what=f"arguments of {tool}"),
             idempotency_key=run.ledger_key, status=LedgerStatus.started.value, started_at=now,
         ))
     await call_watch.notify(conn, run_id, call_id)

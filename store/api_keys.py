@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from store import codec, errors, schema
+from store import errors, records, schema
 from store.api_records import ApiKey
 from store.engine import Database
 
@@ -21,7 +21,7 @@ async def create(
 ) -> ApiKey:
     """Store a new key; KeyNameTaken if ``name`` is in use (revoked keys keep their names)."""
     values = dict(id=key_id, name=name, key_hash=key_hash,
-                  tools=codec.dumps(list(tools), what="tool globs"), webhook_url=webhook_url,
+                  tools=records.dumps(list(tools), what="tool globs"), webhook_url=webhook_url,
                   webhook_secret=webhook_secret, created_at=now)
     try:
         async with db.write() as conn:

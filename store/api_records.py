@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
-from store import codec
+from store import records
 from store.states import CallStatus
 
 
@@ -26,7 +26,7 @@ class ApiKey:
     @classmethod
     def from_row(cls, row: RowMapping) -> ApiKey:
         data = dict(row)
-        data["tools"] = codec.loads(data["tools"])
+        data["tools"] = records.loads(data["tools"])
         return cls(**data)
 
 
@@ -67,6 +67,6 @@ class ApiCall:
     @classmethod
     def from_row(cls, row: RowMapping) -> ApiCall:
         data = dict(row)
-        data["args"] = codec.loads(data["args"])
+        data["args"] = records.loads(data["args"])
         data["status"] = CallStatus(data["status"])
         return cls(**data)

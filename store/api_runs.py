@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, insert, literal_column, select
 from sqlalchemy.exc import IntegrityError
 
-from store import api_calls, codec, schema
+from store import api_calls, records, schema
 from store.api_records import ApiRun
 from store.engine import Database
 from store.records import EXTERNAL_FINGERPRINT, Run
@@ -50,7 +50,7 @@ async def create_external(
         async with db.write() as conn:
             await conn.execute(insert(runs_t).values(
                 id=new.id, user_id=new.user_id, question=new.question,
-                state=RunState.running.value, limits=codec.dumps(new.limits, what="limits"),
+                state=RunState.running.value, limits=records.dumps(new.limits, what="limits"),
                 owner_id=new.owner_id, lease_epoch=1, heartbeat_at=None,
                 snapshot_version=new.snapshot_version, app_fingerprint=EXTERNAL_FINGERPRINT,
                 slack_channel=new.slack_channel, started_at=now, updated_at=now,

@@ -1,8 +1,10 @@
-"""Taking a run back into ``running``: a click's claim, a person's continue, a cancel.
+"""Approvals and taking a run back into ``running``: a click's claim, a continue, a cancel.
 
-A claim is one guarded UPDATE: of any number of concurrent callers with the
-same token, exactly one gets the run back; the others change nothing and learn
-who decided and when.
+An approval record is kept per approval card (its token, the digest the
+approver saw, where the card was posted) and records the decision. A claim is
+one guarded UPDATE: of any number of concurrent callers with the same token,
+exactly one gets the run back; the others change nothing and learn who
+decided and when.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import approvals as approvals_store
-from store import codec, schema
+from store import records, schema
 from store.engine import Database
 from store.reasons import FailReason, HaltReason, RefusalReason
 from store.records import Approval, Run
@@ -23,6 +25,38 @@ from store.transitions import Effects, state_is, transition
 
 RUNS = schema.runs
 APPROVALS = schema.approvals
+
+
+async def _approval_in(conn: AsyncConnection, token: str) -> Approval | None:
+    stmt = select(APPROVALS).where(APPROVALS.c.token == token)
+    row = (await conn.execute(stmt)).mappings().first()
+    return Approval.from_row(row) if row is not None else None
+
+
+async def approval(db: Database, token: str) -> Approval | None:
+    """The approval record of ``token``: decided or not, None for a token never issued."""
+    async with db.read() as conn:
+        return await _approval_in(conn, token)
+
+
+async def approvals_of(db: Database, run_id: str) -> list[Approval]:
+    """Every approval record of the run, oldest first."""
+    async with db.read() as conn:
+        stmt = (select(APPROVALS).where(APPROVALS.c.run_id == run_id)
+                .order_by(APPROVALS.c.created_at))
+        rows = (await conn.execute(stmt)).mappings().all()
+    return [Approval.from_row(r) for r in rows]
+
+
+async def set_card_ref(db: Database, token: str, channel: str, ts: str) -> None:
+    """Remember where the card for ``token`` was posted, so it can be updated later."""
+    async with db.write() as conn:
+        await conn.execute(
+            update(APPROVALS)
+            .where(APPROVALS.c.token == token)
+            .values(slack_channel=channel, slack_ts=ts)
+        )
+
 
 @dataclass(frozen=True)
 class ClaimWon:
@@ -81,7 +115,7 @@ async def claim(
             return ClaimWon(run, Approval.from_row(decided))
         # Refused. Read after the UPDATE: on PostgreSQL the winner may have committed
         # while we waited on its row lock, and this is what it left.
-        approval = await approvals_store.get_in(conn, token)
+        approval = await _approval_in(conn, token)
         if approval is None:
             return ClaimRefused(RefusalReason.unknown, None, None)
         current_stmt = select(RUNS).where(RUNS.c.id == approval.run_id)
@@ -136,7 +170,7 @@ async def continue_halted(
             where=[state_is(RunState.halted), RUNS.c.user_id == user_id, *_at_epoch(epoch)],
             values={
                 "state": RunState.running.value,
-                "limits": codec.dumps(limits, what="limits"),
+                "limits": records.dumps(limits, what="limits"),
                 "halt_reason": None,
                 "pending_token": None,
                 "owner_id": owner_id,

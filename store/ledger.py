@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Select, insert, select, update
 
-from store import codec, errors, schema
+from store import errors, records, schema
 from store.engine import Database
 from store.records import LedgerEntry
 from store.states import LedgerStatus, RunState
@@ -40,7 +40,7 @@ async def start(
     The caller must look at the returned status: anything but ``started``
     written by this call means the tool must not simply be called again.
     """
-    encoded = codec.dumps(args, what=f"arguments of {tool}")
+    encoded = records.dumps(args, what=f"arguments of {tool}")
     async with db.write() as conn:
         held = await conn.execute(
             update(RUNS)

@@ -18,7 +18,7 @@ from sqlalchemy import and_, exists, func, insert, literal_column, or_, select, 
 from sqlalchemy.orm import aliased
 from sqlalchemy.sql.elements import ColumnElement
 
-from store import codec, schema
+from store import records, schema
 from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
@@ -150,7 +150,7 @@ async def _set(
             at = now or datetime.now(UTC)
             kind, payload = then
             await conn.execute(insert(OUTBOX).values(
-                kind=kind, run_id=run_id, payload=codec.dumps(payload, what=f"outbox {kind!r}"),
+                kind=kind, run_id=run_id, payload=records.dumps(payload, what=f"outbox {kind!r}"),
                 state=OutboxState.pending.value, attempts=0, next_attempt_at=at, created_at=at))
     return run_id is not None
 

@@ -1,19 +1,47 @@
-"""Typed, immutable views of stored rows, with documents decoded."""
+"""Typed, immutable views of stored rows, and the JSON documents they hold.
+
+Documents are stored as text, not JSONB: PostgreSQL's JSONB refuses ``\\u0000``,
+which model output can contain. ``json.dumps`` escapes control characters, so
+the text never holds a NUL byte and round-trips byte-for-byte. Sizes are
+checked (``dumps``) before any write.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.engine import RowMapping
 
-from store import codec
+from store import errors
 from store.states import LedgerStatus, OutboxState, RunState
 
 #: ``runs.app_fingerprint`` of an external run: no app of ours defines its tools, and
 #: nobody here drives it (the reaper leaves it alone; see ``store.sweeps``).
 EXTERNAL_FINGERPRINT = "external"
+#: One conversation message (a model reply or a tool result). Larger results
+#: should be summarised by the tool; 256 KiB is far above any model's useful input.
+MAX_MESSAGE_BYTES = 256 * 1024
+#: Any other document: event data, tool arguments and results, previews, outbox payloads.
+MAX_DOCUMENT_BYTES = 128 * 1024
+
+
+def dumps(value: Any, *, what: str, limit: int = MAX_DOCUMENT_BYTES) -> str:
+    """Encode ``value``; raise NotSerializable or PayloadTooLarge, naming ``what``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise errors.NotSerializable(what, str(exc)) from exc
+    size = len(text.encode("utf-8"))
+    if size > limit:
+        raise errors.PayloadTooLarge(what, size, limit)
+    return text
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
 
 
 @dataclass(frozen=True)
@@ -54,7 +82,7 @@ class Run:
     def from_row(cls, row: RowMapping) -> Run:
         data = dict(row)
         for key in ("limits", "scope_snapshot", "pending", "pending_preview"):
-            data[key] = codec.loads(data[key])
+            data[key] = loads(data[key])
         data["state"] = RunState(data["state"])
         return cls(**data)
 
@@ -74,7 +102,7 @@ class Event:
 
     @classmethod
     def from_row(cls, row: RowMapping) -> Event:
-        return cls(row["run_id"], row["seq"], row["kind"], codec.loads(row["data"]), row["at"])
+        return cls(row["run_id"], row["seq"], row["kind"], loads(row["data"]), row["at"])
 
 
 @dataclass(frozen=True)
@@ -92,8 +120,8 @@ class LedgerEntry:
     @classmethod
     def from_row(cls, row: RowMapping) -> LedgerEntry:
         data = dict(row)
-        data["args"] = codec.loads(data["args"])
-        data["result"] = codec.loads(data["result"])
+        data["args"] = loads(data["args"])
+        data["result"] = loads(data["result"])
         data["status"] = LedgerStatus(data["status"])
         return cls(**data)
 
@@ -117,7 +145,7 @@ class Approval:
     @classmethod
     def from_row(cls, row: RowMapping) -> Approval:
         data = dict(row)
-        data["card"] = codec.loads(data["card"])
+        data["card"] = loads(data["card"])
         return cls(**data)
 
 
@@ -139,6 +167,6 @@ class OutboxRow:
     @classmethod
     def from_row(cls, row: RowMapping) -> OutboxRow:
         data = dict(row)
-        data["payload"] = codec.loads(data["payload"])
+        data["payload"] = loads(data["payload"])
         data["state"] = OutboxState(data["state"])
         return cls(**data)

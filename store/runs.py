@@ -4,6 +4,10 @@ Every function here is safe to call from any number of processes at once. A
 transition checks, inside its UPDATE, the state (and lease epoch) it expects;
 when another caller got there first it changes nothing and says so (``None``
 or LeaseLost), never half-applies.
+
+The conversation is append-only and loaded whole to resume (``conversation``).
+Appending happens inside run transitions (``Effects.messages``): one INSERT per
+message, whatever the conversation's length.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, func, insert, select, update
 
-from store import codec, errors, schema
+from store import errors, records, schema
 from store.engine import Database
 from store.records import Run
 from store.states import RunState
@@ -24,6 +28,7 @@ from store.transitions import Effects, state_is, transition
 
 log = logging.getLogger(__name__)
 RUNS = schema.runs
+MESSAGES = schema.run_messages
 
 
 def _held(epoch: int) -> list[ColumnElement[bool]]:
@@ -48,8 +53,8 @@ class NewRun:
 
 async def create(db: Database, new: NewRun, *, now: datetime, fx: Effects) -> Run:
     """Insert a running run held by ``new.owner_id`` at lease epoch 1, with its effects."""
-    limits = codec.dumps(new.limits, what="limits")
-    scope = codec.dumps(new.scope_snapshot, what="scope snapshot")
+    limits = records.dumps(new.limits, what="limits")
+    scope = records.dumps(new.scope_snapshot, what="scope snapshot")
     async with db.write() as conn:
         await conn.execute(
             insert(RUNS).values(
@@ -145,15 +150,15 @@ async def suspend(
     """
     values = {
         "state": RunState.suspended.value,
-        "pending": codec.dumps(s.pending, what="pending request"),
-        "pending_preview": codec.dumps(s.preview, what="preview"),
+        "pending": records.dumps(s.pending, what="pending request"),
+        "pending_preview": records.dumps(s.preview, what="preview"),
         "pending_preview_digest": s.digest,
         "pending_token": s.token,
         "expires_at": s.expires_at,
         "elapsed_ms": RUNS.c.elapsed_ms + elapsed_ms,
         "heartbeat_at": None,
     }
-    card = codec.dumps(s.card, what="approval card")
+    card = records.dumps(s.card, what="approval card")
     async with db.write() as conn:
         run = await transition(
             conn, run_id=run_id, where=_held(epoch), values=values, fx=fx, now=now,
@@ -222,6 +227,15 @@ async def get(db: Database, run_id: str) -> Run:
     if row is None:
         raise errors.RunNotFound(run_id)
     return Run.from_row(row)
+
+
+async def conversation(db: Database, run_id: str) -> list[dict[str, Any]]:
+    """Every message of the run, in order."""
+    async with db.read() as conn:
+        stmt = (select(MESSAGES.c.message).where(MESSAGES.c.run_id == run_id)
+                .order_by(MESSAGES.c.seq))
+        rows = (await conn.execute(stmt)).all()
+    return [records.loads(r.message) for r in rows]
 
 
 async def find(db: Database, run_id: str) -> Run | None:

@@ -1,6 +1,6 @@
 """Tables, from one MetaData for SQLite and PostgreSQL.
 
-Documents are text columns encoded by ``store.codec`` (see there for why not
+Documents are text columns encoded by ``store.records.dumps`` (see there for why not
 JSONB). Timestamps are timezone-aware UTC on both dialects.
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, insert, literal_column, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store import call_watch, codec, schema
+from store import call_watch, records, schema
 from store.records import Run
 from store.states import LedgerStatus, OutboxState, RunState
 
@@ -61,13 +61,13 @@ class Effects:
         """Encode every document up front, so a bad one fails before any write."""
         return EncodedEffects(
             messages=[
-                codec.dumps(m, what="message", limit=codec.MAX_MESSAGE_BYTES)
+                records.dumps(m, what="message", limit=records.MAX_MESSAGE_BYTES)
                 for m in self.messages
             ],
-            events=[(k, codec.dumps(d, what=f"event {k!r} data")) for k, d in self.events],
-            outbox=[(k, codec.dumps(p, what=f"outbox {k!r} payload")) for k, p in self.outbox],
+            events=[(k, records.dumps(d, what=f"event {k!r} data")) for k, d in self.events],
+            outbox=[(k, records.dumps(p, what=f"outbox {k!r} payload")) for k, p in self.outbox],
             ledger=[
-                (c.call_id, c.status, codec.dumps(c.result, what=f"result of {c.call_id}"))
+                (c.call_id, c.status, records.dumps(c.result, what=f"result of {c.call_id}"))
                 for c in self.ledger
             ],
             calls=list(self.calls),

@@ -13,7 +13,7 @@ from examples.shop import Shop
 from resume.model import Model
 from resume.routes import Branch, RouteDecision, RouteFunction
 from resume.runtime import Runtime
-from store import codec, schema
+from store import records, schema
 from store.engine import Database
 from store.events import EventKind
 from store.records import Run
@@ -81,5 +81,5 @@ async def append_event(db: Database, run: Run, kind: str, data: dict[str, Any]) 
             update(r).where(r.c.id == run.id).values(event_seq=r.c.event_seq + 1)
             .returning(r.c.event_seq))).scalar_one()
         await conn.execute(insert(e).values(run_id=run.id, seq=seq, kind=kind,
-                                            data=codec.dumps(data, what="event"),
+                                            data=records.dumps(data, what="event"),
                                             at=run.updated_at))

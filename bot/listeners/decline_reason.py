@@ -22,7 +22,7 @@ from bot.cards import decline_form, replies
 from bot.listeners import buttons
 from bot.services import Services
 from resume import decide, outcomes
-from store import approvals, errors
+from store import claims, errors
 
 
 def register(app: AsyncApp) -> None:
@@ -55,7 +55,7 @@ async def _tell(services: Services, client: AsyncWebClient, token: str, user: st
     """Ephemeral in the card's channel; a DM when the card's place is not known."""
     approval = None
     try:
-        approval = await approvals.get(services.rt.db, token) if token else None
+        approval = await claims.approval(services.rt.db, token) if token else None
     except errors.DatabaseUnavailable:
         pass
     if approval is not None and approval.slack_channel:

@@ -20,7 +20,7 @@ from bot import cards
 from bot.cards import undelivered
 from bot.outbox import adopt
 from resume.outbox import ApprovalCard, CardUpdate, RunNotice
-from store import approvals, errors, outage, outbox, runs
+from store import claims, errors, outage, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
@@ -132,7 +132,7 @@ async def send_card(
     A card that lands after its request was settled is updated to that outcome
     at once, so its buttons never stay live.
     """
-    record = await approvals.get(db, card.token)
+    record = await claims.approval(db, card.token)
     if record is None:
         raise Undeliverable(f"no approval record for token of run {card.run_id}; "
                             "the run was purged or the payload is not from this database")
@@ -180,7 +180,7 @@ async def _remember(db: Database, card: ApprovalCard, channel: str, ts: str) -> 
     """
 
     async def write(attempt: int) -> None:
-        await approvals.set_card_ref(db, card.token, channel, ts)
+        await claims.set_card_ref(db, card.token, channel, ts)
         await runs.set_thread(db, card.run_id, channel, ts)
 
     try:
@@ -195,7 +195,7 @@ async def _remember(db: Database, card: ApprovalCard, channel: str, ts: str) -> 
 
 async def send_update(db: Database, client: AsyncWebClient, update: CardUpdate) -> Sent:
     """Replace the card of ``update.token``: buttons gone, a status line instead."""
-    record = await approvals.get(db, update.token)
+    record = await claims.approval(db, update.token)
     if record is None:
         raise Undeliverable(f"no approval record for the card of run {update.run_id}")
     if record.slack_ts is None or record.slack_channel is None:
@@ -232,7 +232,7 @@ async def _card_thread(db: Database, card: ApprovalCard) -> _Thread | None:
         else None
     )
     if card.replaces_token is not None:
-        replaced = await approvals.get(db, card.replaces_token)
+        replaced = await claims.approval(db, card.replaces_token)
         if replaced is not None and replaced.slack_channel and replaced.slack_ts:
             # Reply to the thread's root, not to a reply, when both are in one channel.
             if root is not None and root.channel == replaced.slack_channel:

@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 
 from bot.api import auth
 from examples.crm import CRM
-from store import api_keys, approvals, engine, migrate, runs, schema
+from store import api_keys, claims, engine, migrate, runs, schema
 from tests.acceptance import replicas
 from tests.acceptance.replicas import Card, Cluster, Replica, World, until
 
@@ -62,7 +62,7 @@ async def _api(c: Cluster, replica: Replica, key: str, method: str, path: str,
 async def _card_sqlite(db: engine.Database, run_id: str) -> Card:
     async def posted() -> Card | None:
         run = await runs.get(db, run_id)
-        found = await approvals.for_run(db, run_id)
+        found = await claims.approvals_of(db, run_id)
         if not found or not found[0].slack_ts or not found[0].slack_channel:
             return None
         return Card(found[0].token, run_id, run.user_id, found[0].slack_channel,

@@ -44,7 +44,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from bot import ids, payloads
+from bot import ids, intake
 from bot.listeners import commands
 from bot.sandbox import signing
 from examples import crm as crm_tables
@@ -308,7 +308,7 @@ def other_types(draw: st.DrawFn, target: Target) -> Any:
 
 @st.composite
 def nested(draw: st.DrawFn, target: Target) -> bytes:
-    """A handled payload with one field buried past :data:`payloads.MAX_DEPTH` levels.
+    """A handled payload with one field buried past :data:`intake.MAX_DEPTH` levels.
 
     Built as text: json.dumps itself recurses, and gives up long before 6,000 levels.
     """
@@ -320,7 +320,7 @@ def nested(draw: st.DrawFn, target: Target) -> bytes:
     key = draw(st.sampled_from(["actions", "state", "message", "padding"]))
     where = payload["view"] if key == "state" and "view" in payload else payload
     where[key] = "\x00nest\x00"
-    levels = draw(st.integers(payloads.MAX_DEPTH, 300) | st.sampled_from([1_000, 5_000, 6_000]))
+    levels = draw(st.integers(intake.MAX_DEPTH, 300) | st.sampled_from([1_000, 5_000, 6_000]))
     opened = draw(st.lists(st.sampled_from(['[', '{"a":', '{"value":']),
                            min_size=levels, max_size=levels))
     closed = "".join("]" if o == "[" else "}" for o in reversed(opened))
@@ -380,7 +380,7 @@ def _check(target: Target, body: bytes, signing_kind: str, *, replay: bool = Fal
         # accepted command is refused as seen; a click's single-use token refuses it later.
         if status in (400, 413):
             assert again == status, (status, again)
-        elif payloads.is_command(body, headers["Content-Type"]):
+        elif intake.is_command(body, headers["Content-Type"]):
             assert again == 409, (status, again)
         else:
             assert again < 500, (status, again)

@@ -28,7 +28,7 @@ from examples import quotes
 from examples.crm import CRM
 from resume.apps import App
 from resume.model import Model
-from store import approvals, engine
+from store import claims, engine
 from store.records import Approval
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -143,7 +143,7 @@ class BotWorld:
                 if m.thread_ts == parent.ts and m.ts != parent.ts]
 
     async def approval(self, token: str) -> Approval:
-        found = await approvals.get(self.db, token)
+        found = await claims.approval(self.db, token)
         assert found is not None
         return found
 

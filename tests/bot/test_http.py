@@ -22,7 +22,7 @@ from examples import quotes
 from resume import calls
 from resume.messages import Message, ToolSpec
 from resume.model import ModelReply
-from store import engine, messages, migrate, runs
+from store import engine, migrate, runs
 from store.records import Run
 from store.states import RunState
 from tests.bot.harness import (
@@ -141,7 +141,7 @@ async def test_decline__reason_from_the_modal_reaches_the_model(world: BotWorld)
     submitted = await world.submit_decline(REP, token, "wrong discount tier")
     assert submitted.status == 200 and submitted.ephemerals == []
     await world.deliver()
-    stored = json.dumps(await messages.load(world.db, run.id))
+    stored = json.dumps(await runs.conversation(world.db, run.id))
     assert calls.DECLINED in stored and "wrong discount tier" in stored
     assert await world.crm.sent_count() == 0
     card = world.card(token)

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bot import ids, payloads
+from bot import ids, intake
 from bot.sandbox import signing
 from resume import expire
 from store import events, runs
@@ -162,7 +162,7 @@ def _deep(levels: int) -> str:
 UNHANDLED = {
     "nested-5000-json": _deep(5000),
     "nested-5000-form": urlencode({"payload": _deep(5000)}),
-    "nested-past-the-limit": _deep(payloads.MAX_DEPTH + 1),
+    "nested-past-the-limit": _deep(intake.MAX_DEPTH + 1),
     "interactive-message-without-actions": _payload(
         {"type": "interactive_message", "callback_id": "x"}),
     "workflow-step-edit-without-step": _payload(
@@ -200,7 +200,7 @@ async def test_unhandled__a_button_signoff_never_drew_is_400(world: BotWorld) ->
 
 def test_payloads__nesting_just_inside_the_limit_is_judged_on_its_shape() -> None:
     # Depth alone never refuses a payload within the limit: this one fails on its actions.
-    inside = _deep(payloads.MAX_DEPTH - 2).encode()
-    assert payloads.problem(inside, "application/json") == "no actions"
-    past = _deep(payloads.MAX_DEPTH).encode()
-    assert payloads.problem(past, "application/json") == f"nested deeper than {payloads.MAX_DEPTH}"
+    inside = _deep(intake.MAX_DEPTH - 2).encode()
+    assert intake.problem(inside, "application/json") == "no actions"
+    past = _deep(intake.MAX_DEPTH).encode()
+    assert intake.problem(past, "application/json") == f"nested deeper than {intake.MAX_DEPTH}"

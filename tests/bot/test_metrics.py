@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 
-from bot import ids, metrics_http, scheduler, server
+from bot import ids, metrics, scheduler, server
 from bot.sandbox import FakeSlack
 from examples import quotes
 from examples.crm import CRM
@@ -46,7 +46,7 @@ async def scrape(world: BotWorld, headers: dict[str, str] | None = None) -> Samp
 @pytest.fixture
 def fresh_store_readings(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every scrape reads the store (the 5 s cache is tested on its own)."""
-    monkeypatch.setattr(metrics_http, "STORE_MAX_AGE_SECONDS", 0.0)
+    monkeypatch.setattr(metrics, "STORE_MAX_AGE_SECONDS", 0.0)
 
 
 @pytest.fixture

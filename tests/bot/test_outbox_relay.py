@@ -18,7 +18,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.outbox import relay
 from bot.sandbox import fake_slack
-from store import approvals, outbox, runs
+from store import claims, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow, Run
 from store.states import OutboxState
@@ -72,7 +72,7 @@ async def test_deliver_due__card_then_update_then_answer_in_the_cards_thread(
     assert (report.sent, report.retried, report.dead) == (1, 0, 0)
     [card] = fake.messages(APPROVALS)
     assert _has_buttons(card) and (run.pending_token or "?") in json.dumps(card.blocks)
-    record = await approvals.get(db, run.pending_token or "")
+    record = await claims.approval(db, run.pending_token or "")
     assert record is not None and (record.slack_channel, record.slack_ts) == (APPROVALS, card.ts)
     stored = await runs.get(db, run.id)
     assert (stored.slack_channel, stored.slack_ts) == (APPROVALS, card.ts)
@@ -205,7 +205,7 @@ async def test_deliver_due__card_posted_before_a_crash_is_not_posted_again(
 ) -> None:
     _, run = await _suspended(db)
     # A previous attempt posted the card and recorded it, then died before marking the row sent.
-    await approvals.set_card_ref(db, run.pending_token or "", APPROVALS, "1700000000.000100")
+    await claims.set_card_ref(db, run.pending_token or "", APPROVALS, "1700000000.000100")
     assert (await _row(db, run.id, "approval_card")).state is OutboxState.pending
 
     report = await relay.deliver_due(db, client, now=_now())

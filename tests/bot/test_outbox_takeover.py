@@ -17,7 +17,7 @@ from bot import cards
 from bot.outbox import adopt, relay
 from bot.sandbox import fake_slack
 from resume.outbox import ApprovalCard
-from store import approvals, outbox, runs
+from store import claims, outbox, runs
 from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
@@ -84,7 +84,7 @@ async def test_a_dead_deliverers_card_is_taken_over_within_the_orphan_window_and
     posted_cards = [m for m in fake.messages(APPROVALS) if m.thread_ts is None]
     assert [m.ts for m in posted_cards] == [card.ts]  # adopted, never posted twice
     assert not _has_buttons(card) and card.edits >= 1
-    record = await approvals.get(db, run.pending_token or "")
+    record = await claims.approval(db, run.pending_token or "")
     assert record is not None and (record.slack_channel, record.slack_ts) == (APPROVALS, card.ts)
     stored = await runs.get(db, run.id)
     assert stored.slack_ts == card.ts

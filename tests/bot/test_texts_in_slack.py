@@ -13,7 +13,7 @@ import pytest
 
 from bot import ids
 from bot.cards import message
-from store import messages, runs
+from store import runs
 from store.records import Run
 from store.states import RunState
 from tests.bot.harness import ASK, REP, BotWorld, bot_world
@@ -53,7 +53,7 @@ async def test_a_decline_reads_as_a_decline_in_the_thread_and_in_status(world: B
     assert "signoff runs show" not in shown and "failed" not in shown
     status = await world.command(REP, f"status {run.id}")
     assert f"Run `{run.id}` was declined by <@U0REP>: wrong discount tier." in status.text
-    model_saw = [m for m in await messages.load(world.db, run.id) if m.get("role") == "tool"]
+    model_saw = [m for m in await runs.conversation(world.db, run.id) if m.get("role") == "tool"]
     assert model_saw and not any(REP in str(m.get("content")) for m in model_saw)
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from resume import decide, expire, outcomes
 from resume.messages import Message
 from resume.runtime import Runtime
-from store import approvals, events, ledger, messages, outbox, runs
+from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests import journeys
@@ -95,7 +95,7 @@ async def test_quote__credit_hold_while_waiting_reaches_the_model(db: Database) 
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(result, outcomes.Blocked) and result.code == "credit_hold"
     assert await world.crm.sent_count() == 0
-    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    convo = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     tool_msgs = [m for m in convo if m.role == "tool" and m.name == "send_quote"]
     assert tool_msgs and "credit_hold" in (tool_msgs[-1].content or "")
     # The agent's last word mentions the hold, but no quote went out: the run failed.
@@ -115,9 +115,9 @@ async def test_quote__guard_refusing_before_the_card_never_asks_a_person(db: Dat
     assert run.state is RunState.failed and run.pending_token is None
     kinds = [r.kind for r in await outbox.for_run(db, run.id)]
     assert "approval_card" not in kinds
-    assert await approvals.for_run(db, run.id) == []
+    assert await claims.approvals_of(db, run.id) == []
     assert await world.crm.sent_count() == 0
-    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    convo = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     [sent] = [m for m in convo if m.role == "tool" and m.name == "send_quote"]
     assert "credit_hold" in (sent.content or "") and "Henderson is on credit hold" in (
         sent.content or "")
@@ -137,7 +137,7 @@ async def test_quote__changed_details_the_guard_refuses_are_not_asked_about_agai
         world.rt, run.pending_token or "", "approve", "U_REP")
     assert isinstance(result, outcomes.Blocked) and result.code == "credit_hold"
     assert [r.kind for r in await outbox.for_run(db, run.id)].count("approval_card") == 1
-    assert len(await approvals.for_run(db, run.id)) == 1
+    assert len(await claims.approvals_of(db, run.id)) == 1
     assert await world.crm.sent_count() == 0
 
 
@@ -159,7 +159,7 @@ async def test_quote__decline_with_reason_reaches_the_model(db: Database) -> Non
     result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "decline", "U_REP", "wrong SKU")
     assert isinstance(result, outcomes.Declined) and result.reason == "wrong SKU"
-    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    convo = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     last_tool = [m for m in convo if m.role == "tool"][-1]
     assert "declined_by_user" in (last_tool.content or "")
     assert "wrong SKU" in (last_tool.content or "")
@@ -202,7 +202,7 @@ async def test_quote__revoked_while_expired_is_not_asked_again_on_continue(db: D
     assert isinstance(result, outcomes.Continued)
     cards = [r for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
     assert len(cards) == 1  # no second card for a call the requester may no longer make
-    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    convo = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     assert "not_permitted" in (convo[-2].content or "")
     assert await world.crm.sent_count() == 0
 

@@ -24,7 +24,7 @@ import pytest
 from examples.crm import CRM
 from resume import faults, outcomes, reap
 from resume.runtime import Runtime
-from store import events, ledger, messages, outbox, runs
+from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Run
 from store.states import LedgerStatus, RunState
@@ -61,7 +61,7 @@ async def _orphaned(db: Database, run_id: str) -> list[dict[str, Any]]:
     assert run.state is RunState.running, run.state
     stale = datetime.now(UTC) - timedelta(hours=1)
     assert await runs.heartbeat(db, run_id, run.lease_epoch, now=stale)
-    return await messages.load(db, run_id)
+    return await runs.conversation(db, run_id)
 
 
 async def _recovered(rt: Runtime, run_id: str, before: list[dict[str, Any]]) -> Run:
@@ -69,7 +69,7 @@ async def _recovered(rt: Runtime, run_id: str, before: list[dict[str, Any]]) -> 
     assert [r.id for r in report.recovered] == [run_id]
     final = await runs.get(rt.db, run_id)
     assert final.state in SETTLED
-    after = await messages.load(rt.db, run_id)
+    after = await runs.conversation(rt.db, run_id)
     assert after[:len(before)] == before and len(after) >= len(before)
     recovered = await events.for_run(rt.db, run_id, kind="recovered")
     assert [e.data["attempt"] for e in recovered] == [1]
@@ -182,7 +182,7 @@ async def test_crash__three_crashes_fail_recovery_exhausted_and_the_reaper_stops
     final = await runs.get(db, run_id)
     assert final.state is RunState.failed and final.halt_reason == "recovery_exhausted"
     assert final.recovery_attempts == 2 and final.heartbeat_at is None
-    assert await messages.load(db, run_id) == before
+    assert await runs.conversation(db, run_id) == before
     assert [e.data["attempt"] for e in await events.for_run(db, run_id, kind="recovered")] == [
         1, 2]
     notice = (await outbox.for_run(db, run_id))[-1].payload

@@ -162,9 +162,9 @@ async def test_deploy__recovered_after_the_approved_send_ran_is_not_held_to_its_
     from resume.drive import outstanding
     from resume.held import HeldRun
     from resume.messages import Message
-    from store import messages
+    from store import runs
 
-    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    convo = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     worker = HeldRun(world.rt, claimed.run, convo, scope=await world.rt.app.scope("U_REP"))
     [call] = outstanding(convo)
     assert await calls.handle(worker, call, None) is None

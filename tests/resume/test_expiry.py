@@ -6,7 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 
 from resume import decide, expire, outcomes, proceed, purge
-from store import events, messages, outbox, runs
+from store import events, outbox, runs
 from store.engine import Database
 from store.states import RunState
 from tests import journeys
@@ -146,7 +146,7 @@ async def test_purge__leaves_suspended_running_and_young_runs_alone(db: Database
 
     assert deleted == 2
     assert await runs.find(db, old_answered) is None and await runs.find(db, old_halted) is None
-    assert await messages.load(db, old_answered) == []
+    assert await runs.conversation(db, old_answered) == []
     assert await outbox.for_run(db, old_answered) == []
     kept = {r.id: r.state for r in await runs.list_runs(db)}
     assert kept == {old_suspended: RunState.suspended, old_running: RunState.running,

@@ -23,7 +23,7 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Tool, ToolContext
-from store import errors, ledger, messages, runs, schema
+from store import errors, ledger, runs, schema
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests import journeys
@@ -98,7 +98,7 @@ async def test_outage__a_result_is_held_through_an_outage_after_the_write(
     assert await _bookings(direct) == 1 and len(calls) == 1
     assert [(e.tool, e.status) for e in await ledger.for_run(direct, run.id)] == [
         ("book", LedgerStatus.succeeded)]
-    stored = await messages.load(direct, run.id)
+    stored = await runs.conversation(direct, run.id)
     assert sum(1 for m in stored if m["role"] == "tool") == 1
 
 
@@ -168,6 +168,6 @@ async def test_outage__a_result_settled_by_a_taker_during_the_outage_is_not_adop
 
     assert proxy.refused > 0
     assert run.state is RunState.running and run.owner_id == "proc_taker"
-    stored = await messages.load(direct, run.id)
+    stored = await runs.conversation(direct, run.id)
     assert not [m for m in stored if m["role"] == "tool"]  # the zombie wrote nothing
     assert (await runs.get(direct, run.id)).step == run.step

@@ -31,7 +31,7 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Approvers, Decider, Preview, Tool, ToolContext
-from store import approvals, events, ledger, outbox, runs
+from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Approval, Run
 from store.states import LedgerStatus, RunState
@@ -86,7 +86,7 @@ async def _started(
 
 
 async def _approval(db: Database, run: Run) -> Approval:
-    [mine] = [a for a in await approvals.for_run(db, run.id) if a.token == run.pending_token]
+    [mine] = [a for a in await claims.approvals_of(db, run.id) if a.token == run.pending_token]
     return mine
 
 
@@ -177,7 +177,7 @@ async def test_confirm__a_predicate_asks_for_some_calls_and_runs_the_others_at_o
     assert [(e.tool, e.args, e.status) for e in entries] == [
         ("pay", {"amount": 50}, LedgerStatus.succeeded)]
     small = entries[0]
-    [asked] = await approvals.for_run(db, run.id)
+    [asked] = await claims.approvals_of(db, run.id)
     assert asked.token == run.pending_token and asked.call_id != small.call_id
     assert run.pending is not None and run.pending["args"] == {"amount": 500}
     cards = [r.payload for r in await outbox.for_run(db, run.id) if r.kind == "approval_card"]
@@ -194,7 +194,7 @@ async def test_confirm__a_predicate_asks_for_some_calls_and_runs_the_others_at_o
     tools = await events.for_run(db, run.id, kind="tool")
     assert [(e.data["call_id"], e.data["confirmed"]) for e in tools] == [
         (small.call_id, False), (asked.call_id, True)]
-    assert len(await approvals.for_run(db, run.id)) == 1
+    assert len(await claims.approvals_of(db, run.id)) == 1
     large = [e for e in await ledger.for_run(db, run.id) if e.call_id == asked.call_id]
     assert [e.status for e in large] == [LedgerStatus.succeeded]
 

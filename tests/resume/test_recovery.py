@@ -27,7 +27,7 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Tool, ToolContext
-from store import approvals, events, ledger, messages, outbox, runs
+from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests import journeys
@@ -83,20 +83,20 @@ async def test_recover_orphans__zombie_writes_nothing_after_takeover(db: Databas
     taken = await runs.get(db, held.id)
     assert taken.state is RunState.suspended and taken.owner_id == "proc_second"
     assert taken.lease_epoch == held.lease_epoch + 1
-    convo_before, seq_before = await messages.load(db, held.id), taken.event_seq
+    convo_before, seq_before = await runs.conversation(db, held.id), taken.event_seq
     release.set()
     seen_by_zombie = await asyncio.wait_for(zombie, timeout=10)
 
     # The zombie's reply (a draft_quote call) was refused: nothing it wrote landed.
     assert seen_by_zombie.state is RunState.suspended
     after = await runs.get(db, held.id)
-    assert await messages.load(db, held.id) == convo_before
+    assert await runs.conversation(db, held.id) == convo_before
     assert after.event_seq == seq_before and after.owner_id == "proc_second"
     # Driven exactly once by the new owner: one lookup (the first's), one draft, one card.
     assert [(e.tool, e.status) for e in await ledger.for_run(db, held.id)] == [
         ("lookup_account", LedgerStatus.succeeded), ("draft_quote", LedgerStatus.succeeded)]
     assert await _quotes_in_crm(db) == 1
-    assert len(await approvals.for_run(db, held.id)) == 1
+    assert len(await claims.approvals_of(db, held.id)) == 1
     assert len(await events.for_run(db, held.id, kind="recovered")) == 1
 
 
@@ -121,7 +121,7 @@ async def test_recover_orphans__two_reapers_take_over_each_orphan_once(db: Datab
         assert recovered[0].data["by"] == run.owner_id
         assert [e.tool for e in await ledger.for_run(db, run_id)] == [
             "lookup_account", "draft_quote"]
-        assert len(await approvals.for_run(db, run_id)) == 1
+        assert len(await claims.approvals_of(db, run_id)) == 1
     assert await _quotes_in_crm(db) == 3
 
 
@@ -177,7 +177,7 @@ async def test_recover_orphans__a_tool_result_in_the_messages_is_never_replayed(
         await journeys.start(rt, "U_REP", "count once")
     run = (await runs.list_runs(db))[0]
     assert run.state is RunState.running and len(executions) == 1
-    before = await messages.load(db, run.id)
+    before = await runs.conversation(db, run.id)
     assert before[-1]["role"] == "tool"
     await _age(db, run.id)
 
@@ -189,7 +189,7 @@ async def test_recover_orphans__a_tool_result_in_the_messages_is_never_replayed(
     assert len(executions) == 1  # the recovered run did not call the tool again
     assert [(e.tool, e.status) for e in await ledger.for_run(db, run.id)] == [
         ("count", LedgerStatus.succeeded)]
-    after = await messages.load(db, run.id)
+    after = await runs.conversation(db, run.id)
     assert after[:len(before)] == before
     assert sum(1 for m in after if m["role"] == "tool") == 1
     assert final.tool_calls == run.tool_calls == 1

@@ -11,7 +11,7 @@ import pytest
 from resume import outcomes, snapshots
 from resume.apps import SNAPSHOT_VERSION
 from resume.messages import Message
-from store import codec, events, outbox, runs
+from store import events, outbox, records, runs
 from store.engine import Database
 from store.events import EventKind
 from store.records import Run
@@ -31,7 +31,7 @@ async def _saved_by_older_code(db: Database, version: int) -> tuple[QuotesWorld,
     pending["arguments"] = run.pending["args"]
     async with db.write() as conn:
         await conn.execute(runs.RUNS.update().where(runs.RUNS.c.id == run.id).values(
-            snapshot_version=version, pending=codec.dumps(pending, what="pending")))
+            snapshot_version=version, pending=records.dumps(pending, what="pending")))
     return world, run
 
 

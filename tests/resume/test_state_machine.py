@@ -60,7 +60,7 @@ from resume.budget import Limits
 from resume.messages import Message, ToolSpec
 from resume.runtime import Runtime
 from resume.scripted import ScriptedModel, Turn
-from store import approvals, engine, events, ledger, outbox, runs, schema
+from store import claims, engine, events, ledger, outbox, runs, schema
 from store.reasons import FailReason
 from store.records import Run
 from store.states import LedgerStatus, RunState
@@ -206,7 +206,7 @@ class QuotesRuns(RuleBasedStateMachine):
     def click_an_old_card(self, run_id: str) -> None:
         """Every token of the run but the pending one is refused and changes nothing."""
         run = self.get(run_id)
-        for approval in self.run(approvals.for_run(self.db, run_id)):
+        for approval in self.run(claims.approvals_of(self.db, run_id)):
             if approval.token == run.pending_token and run.state is RunState.suspended:
                 continue
             refused = self.run(decide.decide(self.rt, approval.token, "approve", USER))
@@ -337,7 +337,7 @@ class QuotesRuns(RuleBasedStateMachine):
                 assert run.pending_token is None, f"{run.id} is {run.state.value} with a token"
             return
         assert run.pending_token and run.expires_at is not None
-        undecided = [a.token for a in self.run(approvals.for_run(self.db, run.id))
+        undecided = [a.token for a in self.run(claims.approvals_of(self.db, run.id))
                      if a.decided_at is None and a.token == run.pending_token]
         assert undecided == [run.pending_token], f"{run.id}: live tokens {undecided}"
 

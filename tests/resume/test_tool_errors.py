@@ -22,7 +22,7 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel
 from resume.tools import Tool, ToolContext
-from store import approvals, events, ledger, messages, outbox, runs
+from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState
 from tests import journeys
@@ -108,13 +108,13 @@ async def test_bad_call__the_model_reads_the_error_and_the_run_carries_on(
     assert executed == [("count", {"n": 2})]
     assert [(e.call_id, e.tool, e.status) for e in await ledger.for_run(db, run.id)] == [
         ("call_good", "count", LedgerStatus.succeeded)]
-    assert await approvals.for_run(db, run.id) == []
+    assert await claims.approvals_of(db, run.id) == []
     assert [r.kind for r in await outbox.for_run(db, run.id)] == ["run_notice"]
     assert [e.data for e in await events.for_run(db, run.id, kind="tool_refused")] == [
         {"call_id": "call_bad", "code": code}]
     assert final.tool_calls == 1 and final.step == 3
     # The stored conversation says the same as what the model saw.
-    stored = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    stored = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     assert _tool_messages(stored)["call_bad"] == refused
 
 

@@ -25,7 +25,7 @@ from resume.runtime import Runtime
 from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
 from resume.tools import Reconciliation, Tool, ToolContext
-from store import events, ledger, messages, outbox, runs
+from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.records import LedgerEntry, Run
 from store.states import LedgerStatus, RunState
@@ -135,7 +135,7 @@ async def test_unknown_calls__a_started_call_its_route_no_longer_allows_is_not_r
     run, entry = await _crashed_mid_write(db)
     writes: list[str] = []
     rt = Runtime(db=db, app=_notes_app(writes))
-    convo = [Message.model_validate(m) for m in await messages.load(db, run.id)]
+    convo = [Message.model_validate(m) for m in await runs.conversation(db, run.id)]
     worker = HeldRun(rt, await runs.get(db, run.id), convo, scope=await rt.app.scope("U_REP"))
     [call] = drive.outstanding(convo)
     narrowed = Routed("notes", Branch(instructions="Only read.", tools=[]))

@@ -4,7 +4,7 @@ from datetime import timedelta
 
 import pytest
 
-from store import errors, ledger, messages, runs, sweeps
+from store import errors, ledger, runs, sweeps
 from store.engine import Database
 from store.states import RunState
 from store.transitions import Effects
@@ -38,7 +38,7 @@ async def test_lease__old_epoch_writes_nothing_after_takeover(db: Database) -> N
 
     after = await runs.get(db, run.id)
     assert after.state is RunState.running and after.step == 0 and after.answer is None
-    assert [m["content"] for m in await messages.load(db, run.id)] == [run.question]
+    assert [m["content"] for m in await runs.conversation(db, run.id)] == [run.question]
     assert await ledger.for_run(db, run.id) == []
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from store import errors, messages, runs, schema
-from store.codec import MAX_MESSAGE_BYTES
+from store import errors, runs, schema
 from store.engine import Database
+from store.records import MAX_MESSAGE_BYTES
 from store.transitions import Effects
 from tests.store.factories import make_run, utcnow
 
@@ -32,7 +32,7 @@ async def test_messages__append_writes_one_row_and_loads_in_order(db: Database) 
         fx=Effects(messages=[{"role": "assistant", "content": "the 501st"}]),
     )
     assert await _count(db, run.id) == 501
-    loaded = await messages.load(db, run.id)
+    loaded = await runs.conversation(db, run.id)
     assert loaded[0]["content"] == run.question
     assert [m["content"] for m in loaded[1:500]] == [f"{i} {TRICKY}" for i in range(499)]
     assert loaded[-1]["content"] == "the 501st"
