@@ -16,9 +16,18 @@ from resume.model import Model, ModelError
 from resume.openai_model import OpenAICompatibleModel
 from resume.routes import Branch, RouteDecision, RouteFunction, Router
 from resume.runtime import Runtime
-from resume.scope import Scope, ScopeResolver
 from resume.scripted import ScriptedModel, ScriptExhausted, Turn, call, did_not_finish, result_of
-from resume.tools import Approvers, Decider, Guard, Preview, Reconciliation, Tool, ToolContext
+from resume.tools import (
+    Approvers,
+    Decider,
+    Guard,
+    Preview,
+    Reconciliation,
+    Scope,
+    ScopeResolver,
+    Tool,
+    ToolContext,
+)
 from store.engine import DEFAULT_URL, Database, connect
 
 __all__ = [

@@ -1,6 +1,13 @@
 """The App: one object bundling an agent's tools, scope resolver, model and router.
 
 ``SIGNOFF_APP=module:attr`` names it; ``load`` imports it.
+
+Deploy safety: a snapshot written by other code is never resumed silently.
+A run stores ``snapshot_version`` and the ``app_fingerprint`` it was written
+under. Resuming under other code (``check_snapshot``): an older supported
+version is migrated; a pending request whose tool vanished or whose arguments
+no longer validate fails the run loudly; anything else proceeds, with the
+change recorded.
 """
 
 from __future__ import annotations
@@ -12,15 +19,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
+from resume import tools
 from resume.budget import Limits
+from resume.messages import Message
 from resume.model import Model
 from resume.routes import Router
-from resume.scope import ScopeResolver
-from resume.tools import Tool
+from resume.tools import ScopeResolver, Tool
+from store import records
+from store.records import Run
 
 #: Bumped by hand whenever the persisted shape of a run (messages, pending
 #: request, limits) changes; register the old version's migration in
-#: ``resume.snapshots.MIGRATIONS`` so its runs are migrated on resume, not failed.
+#: ``MIGRATIONS`` (below) so its runs are migrated on resume, not failed.
 SNAPSHOT_VERSION = 1
 
 
@@ -80,3 +92,112 @@ def load(ref: str) -> App:
     if not isinstance(app, App):
         raise TypeError(f"{ref} is a {type(app).__name__}, not a resume.App")
     return app
+
+
+# --- Snapshots: what a stored run relies on, checked on resume ----------------------------
+@dataclass(frozen=True)
+class Snapshot:
+    """The stored documents of a run whose shape ``snapshot_version`` covers."""
+
+    pending: dict[str, Any] | None
+    pending_preview: dict[str, Any] | None
+    limits: dict[str, Any]
+
+    @classmethod
+    def of(cls, run: Run) -> Snapshot:
+        return cls(run.pending, run.pending_preview, run.limits)
+
+
+#: Rewrites a snapshot one version forward. It may read the conversation, not
+#: rewrite it: messages are append-only, and resuming hands them to the model as stored.
+Migration = Callable[[Snapshot, Sequence[Message]], Snapshot]
+
+#: ``MIGRATIONS[v]`` turns a version-``v`` snapshot into version ``v + 1``. Register
+#: the old version here when bumping SNAPSHOT_VERSION; a version with no chain of
+#: migrations up to the current one is unsupported (``snapshot_incompatible``).
+MIGRATIONS: dict[int, Migration] = {}
+
+
+def supported_versions() -> frozenset[int]:
+    """The current version and every older one with a chain of migrations up to it."""
+    oldest = SNAPSHOT_VERSION
+    while oldest - 1 in MIGRATIONS:
+        oldest -= 1
+    return frozenset(range(oldest, SNAPSHOT_VERSION + 1))
+
+
+@dataclass(frozen=True)
+class Migrated:
+    """A snapshot migrated in memory, written with the version bump in one transaction."""
+
+    from_version: int
+    snapshot: Snapshot
+    #: The run's columns to write, encoded here so a bad document fails the check.
+    values: dict[str, Any]
+
+    def event(self) -> dict[str, Any]:
+        return {"from": self.from_version, "to": SNAPSHOT_VERSION}
+
+
+def migrate_snapshot(run: Run, conversation: Sequence[Message]) -> Migrated:
+    """Apply the registered migrations from the run's version up to the current one."""
+    s = Snapshot.of(run)
+    for version in range(run.snapshot_version, SNAPSHOT_VERSION):
+        s = MIGRATIONS[version](s, conversation)
+    values = {
+        "snapshot_version": SNAPSHOT_VERSION,
+        "pending": None if s.pending is None else records.dumps(s.pending, what="pending request"),
+        "pending_preview": (None if s.pending_preview is None
+                            else records.dumps(s.pending_preview, what="preview")),
+        "limits": records.dumps(s.limits, what="limits"),
+    }
+    return Migrated(run.snapshot_version, s, values)
+
+
+@dataclass(frozen=True)
+class SnapshotVerdict:
+    ok: bool
+    detail: str | None = None
+    #: The fingerprint change to record as an event, when there is one.
+    changed: dict[str, Any] | None = None
+    #: The migration to write, when the run was saved by an older supported version.
+    migrated: Migrated | None = None
+
+
+def check_snapshot(
+    app: App, run: Run, outstanding: set[str], conversation: Sequence[Message] = ()
+) -> SnapshotVerdict:
+    """``outstanding``: ids of tool calls that have no result yet (only those can be pending).
+
+    An older supported snapshot is migrated (in memory) first; the pending
+    request is then checked in its migrated shape.
+    """
+    migrated: Migrated | None = None
+    if run.snapshot_version != SNAPSHOT_VERSION:
+        supported = supported_versions()
+        if run.snapshot_version not in supported:
+            return SnapshotVerdict(False, f"run was saved as snapshot version "
+                                          f"{run.snapshot_version}; this signoff reads "
+                                          f"{sorted(supported)}")
+        try:
+            migrated = migrate_snapshot(run, conversation)
+        except Exception as exc:  # a bug in a migration must fail the run, not the reaper
+            return SnapshotVerdict(False, f"migrating the run from snapshot version "
+                                          f"{run.snapshot_version} failed: "
+                                          f"{type(exc).__name__}: {exc}")
+    pending = (migrated.snapshot if migrated else Snapshot.of(run)).pending
+    if pending is not None and pending.get("call_id") in outstanding:
+        tool = app.tool(str(pending["tool"]))
+        if tool is None:
+            return SnapshotVerdict(False, f"the pending request's tool {pending['tool']!r} "
+                                          "no longer exists in this deployment")
+        try:
+            tool.parse(pending.get("args") or {})
+        except ValidationError as exc:
+            return SnapshotVerdict(False, f"the pending request's arguments for {tool.name} "
+                                          f"no longer validate: {tools.validation_message(exc)}")
+    fingerprint = app.fingerprint()
+    changed = None
+    if fingerprint != run.app_fingerprint:
+        changed = {"from": run.app_fingerprint, "to": fingerprint}
+    return SnapshotVerdict(True, changed=changed, migrated=migrated)

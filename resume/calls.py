@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from resume import budget, faults, outbox, tools
+from resume import budget, outbox, runtime, tools
 from resume.held import HeldRun, ledger_result
 from resume.messages import ToolCall
 from resume.outbox import ApprovalCard, OutboxKind
@@ -231,7 +231,7 @@ async def execute(
     ctx = context(held, call, confirmed=confirmed)
     if entry is None:
         entry = await held.start_call(call.id, tool.name, call.arguments, ctx.idempotency_key)
-    faults.point(faults.AFTER_LEDGER_STARTED)
+    runtime.crash_point(runtime.AFTER_LEDGER_STARTED)
     status = LedgerStatus.succeeded
     try:
         result: Any = await tool.execute(args, ctx)
@@ -244,7 +244,7 @@ async def execute(
         log.warning("tool %s failed in run %s: %r", tool.name, held.run.id, exc,
                     extra={"action": "tool_failed", "run_id": held.run.id})
         status, result = LedgerStatus.failed, {"error": type(exc).__name__, "message": str(exc)}
-    faults.point(faults.AFTER_TOOL_WRITE)
+    runtime.crash_point(runtime.AFTER_TOOL_WRITE)
     stored = ledger_result(result)
     # Only this process knows the result now: hold it through a short database outage.
     run = await held.tool_result(
@@ -253,7 +253,7 @@ async def execute(
         events=[(EventKind.tool, {"call_id": call.id, "tool": tool.name, "status": status.value,
                           "confirmed": confirmed, "key": ctx.idempotency_key})],
     )
-    faults.point(faults.AFTER_RESULT_COMMIT)
+    runtime.crash_point(runtime.AFTER_RESULT_COMMIT)
     if status is LedgerStatus.succeeded:
         held.settled[call.id] = Executed(run, result)
     return None

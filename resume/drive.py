@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from resume import budget, calls, evidence, faults, routes, snapshots
+from resume import apps, budget, calls, evidence, routes, runtime
 from resume.held import HeldRun
 from resume.messages import Message, ToolCall
 from resume.model import ModelError
@@ -76,8 +76,8 @@ async def drive(rt: Runtime, run: Run) -> Driven:
 
 async def _work(held: HeldRun) -> Run:
     await _resolve_scope(held)
-    verdict = snapshots.check(held.rt.app, held.run, {c.id for c in outstanding(held.conversation)},
-                           held.conversation)
+    waiting = {c.id for c in outstanding(held.conversation)}
+    verdict = apps.check_snapshot(held.rt.app, held.run, waiting, held.conversation)
     if not verdict.ok:
         return await _fail(held, FailReason.snapshot_incompatible, verdict.detail or "")
     await _adopt(held, verdict)
@@ -98,7 +98,7 @@ async def _work(held: HeldRun) -> Run:
         return await _fail(held, FailReason.internal_error, f"{type(exc).__name__}: {exc}")
 
 
-async def _adopt(held: HeldRun, verdict: snapshots.Verdict) -> None:
+async def _adopt(held: HeldRun, verdict: apps.SnapshotVerdict) -> None:
     """Record what resuming under this code changed: a migration (with its version bump)
     and a new app fingerprint, in one write."""
     events: list[tuple[str, dict[str, Any]]] = []
@@ -155,7 +155,7 @@ async def _model_step(held: HeldRun, route: Routed | None) -> Message | Run:
     system = app.system_prompt + (f"\n\n{route.branch.instructions}" if route else "")
     allowed = [t for t in app.tools if route is None or t.name in route.branch.tools]
     try:
-        faults.point(faults.DURING_MODEL_CALL)
+        runtime.crash_point(runtime.DURING_MODEL_CALL)
         reply = await app.model.complete([Message.system(system), *held.conversation],
                                          [t.spec() for t in allowed])
     except ModelError as exc:

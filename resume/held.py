@@ -23,7 +23,7 @@ from resume.messages import Message
 from resume.outbox import DeclineData, EvidenceItem, FieldChange
 from resume.outcomes import CallOutcome, DetailsChanged
 from resume.runtime import Runtime
-from resume.scope import Scope
+from resume.tools import Scope
 from store import errors, ledger, outage, records, runs
 from store.events import EventKind
 from store.reasons import FailReason

@@ -1,8 +1,16 @@
-"""The runtime: what every entry point of ``resume`` needs, in one object."""
+"""The runtime: what every entry of ``resume`` needs, in one object; and its crash points.
+
+Crash points are for fault-injection tests that kill real processes:
+``SIGNOFF_FAULT_AT=<point>`` makes the process SIGKILL itself when it reaches
+that point: no cleanup, no finally blocks, exactly like a power cut. Unset (as
+in production) a point costs one dictionary lookup.
+"""
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,6 +34,18 @@ MAX_RECOVERY_ATTEMPTS = 2
 #: How long answered, halted and failed runs are kept before they are purged.
 RETENTION_DAYS = 30
 RETENTION = timedelta(days=RETENTION_DAYS)
+
+AFTER_LEDGER_STARTED = "after_ledger_started"
+AFTER_TOOL_WRITE = "after_tool_write"
+AFTER_RESULT_COMMIT = "after_result_commit"
+DURING_MODEL_CALL = "during_model_call"
+CRASH_POINTS = (AFTER_LEDGER_STARTED, AFTER_TOOL_WRITE, AFTER_RESULT_COMMIT, DURING_MODEL_CALL)
+
+
+def crash_point(name: str) -> None:
+    """Die here, as in a power cut, when ``SIGNOFF_FAULT_AT`` names this point."""
+    if os.environ.get("SIGNOFF_FAULT_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def utcnow() -> datetime:

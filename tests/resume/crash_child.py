@@ -7,7 +7,7 @@
 ``start`` starts the reference run (it suspends at send_quote); ``approve``
 approves a pending token as the requester and resumes the run (the confirmed
 send); ``recover`` runs one reaper pass. With ``SIGNOFF_FAULT_AT`` set the
-process kills itself at that point (resume/faults.py); if it gets to the end
+process kills itself at that point (resume/runtime.py); if it gets to the end
 instead it prints one JSON line and exits 0, which the parent treats as a
 failed test. VARIANT ``reconcile`` is the quotes app as shipped; ``blind`` is
 the same app whose send_quote cannot reconcile (no ``reconcile``, not

@@ -22,9 +22,8 @@ from resume.apps import App
 from resume.budget import Limits
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.runtime import Runtime
-from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
-from resume.tools import Tool, ToolContext
+from resume.tools import Scope, Tool, ToolContext
 from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Run

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from examples.crm import CRM
-from resume import faults, outcomes, reap
+from resume import outcomes, reap, runtime
 from resume.runtime import Runtime
 from store import events, ledger, outbox, runs
 from store.engine import Database
@@ -82,14 +82,14 @@ def _only_run(runs_found: list[Run]) -> Run:
 
 
 EXPECTED_RECONCILE = {
-    faults.AFTER_LEDGER_STARTED: ["not_done"],  # the send never happened: sent now, once
-    faults.AFTER_TOOL_WRITE: ["done"],  # it happened: the CRM's record becomes the result
-    faults.AFTER_RESULT_COMMIT: [],
-    faults.DURING_MODEL_CALL: [],
+    runtime.AFTER_LEDGER_STARTED: ["not_done"],  # the send never happened: sent now, once
+    runtime.AFTER_TOOL_WRITE: ["done"],  # it happened: the CRM's record becomes the result
+    runtime.AFTER_RESULT_COMMIT: [],
+    runtime.DURING_MODEL_CALL: [],
 }
 
 
-@pytest.mark.parametrize("point", faults.POINTS)
+@pytest.mark.parametrize("point", runtime.CRASH_POINTS)
 async def test_crash__killed_in_the_confirmed_send_sends_the_quote_once(
     database_url: str, db: Database, point: str
 ) -> None:
@@ -116,7 +116,7 @@ async def test_crash__killed_in_the_confirmed_send_sends_the_quote_once(
 async def test_crash__unreconcilable_send_fails_loudly_outcome_unknown(
     database_url: str, db: Database
 ) -> None:
-    point = faults.AFTER_TOOL_WRITE  # the write happened; the tool cannot say so
+    point = runtime.AFTER_TOOL_WRITE  # the write happened; the tool cannot say so
     rt, crm = await _world(db, "blind")
     run = await journeys.start(rt, crash_child.REQUESTER, crash_child.ASK)
     assert run.pending_token
@@ -140,7 +140,7 @@ async def test_crash__killed_while_starting_recovers_to_the_approval(
 ) -> None:
     # The first write reached is lookup_account's: idempotent, so it is called again
     # with the same key. (The model-call point is covered above and by the next test.)
-    point = faults.AFTER_TOOL_WRITE
+    point = runtime.AFTER_TOOL_WRITE
     rt, crm = await _world(db)
 
     await _killed_at(point, "start", database_url, "reconcile")
@@ -172,7 +172,7 @@ async def test_crash__three_crashes_fail_recovery_exhausted_and_the_reaper_stops
     run_id = (await journeys.begin(rt, crash_child.REQUESTER, crash_child.ASK)).id
     for attempt in (1, 2):  # crashes two and three: each recovery is killed too
         await _orphaned(db, run_id)
-        await _killed_at(faults.DURING_MODEL_CALL, "recover", database_url, "reconcile")
+        await _killed_at(runtime.DURING_MODEL_CALL, "recover", database_url, "reconcile")
         assert (await runs.get(db, run_id)).recovery_attempts == attempt
     before = await _orphaned(db, run_id)
 

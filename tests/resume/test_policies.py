@@ -28,9 +28,8 @@ from resume.messages import Message, ToolCall
 from resume.outbox import ApprovalCard
 from resume.outcomes import Decision
 from resume.runtime import Runtime
-from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
-from resume.tools import Approvers, Decider, Preview, Tool, ToolContext
+from resume.tools import Approvers, Decider, Preview, Scope, Tool, ToolContext
 from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.records import Approval, Run

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from resume import outcomes, snapshots
+from resume import apps, outcomes
 from resume.apps import SNAPSHOT_VERSION
 from resume.messages import Message
 from store import events, outbox, records, runs
@@ -35,8 +35,8 @@ async def _saved_by_older_code(db: Database, version: int) -> tuple[QuotesWorld,
     return world, run
 
 
-def _renames_arguments(seen: list[int]) -> snapshots.Migration:
-    def migration(old: snapshots.Snapshot, conversation: Sequence[Message]) -> snapshots.Snapshot:
+def _renames_arguments(seen: list[int]) -> apps.Migration:
+    def migration(old: apps.Snapshot, conversation: Sequence[Message]) -> apps.Snapshot:
         seen.append(len(conversation))
         pending = dict(old.pending or {})
         pending["args"] = pending.pop("arguments")
@@ -50,8 +50,8 @@ async def test_snapshot__an_older_supported_version_is_migrated_then_resumed(
 ) -> None:
     world, run = await _saved_by_older_code(db, OLD)
     seen: list[int] = []
-    monkeypatch.setattr(snapshots, "MIGRATIONS", {OLD: _renames_arguments(seen)})
-    assert snapshots.supported_versions() == {OLD, SNAPSHOT_VERSION}
+    monkeypatch.setattr(apps, "MIGRATIONS", {OLD: _renames_arguments(seen)})
+    assert apps.supported_versions() == {OLD, SNAPSHOT_VERSION}
 
     result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
@@ -71,7 +71,7 @@ async def test_snapshot__an_unsupported_version_fails_snapshot_incompatible(
     db: Database, version: int,
 ) -> None:
     world, run = await _saved_by_older_code(db, version)
-    assert snapshots.MIGRATIONS == {}
+    assert apps.MIGRATIONS == {}
 
     result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
@@ -92,10 +92,10 @@ async def test_snapshot__a_failing_migration_fails_the_run_not_the_caller(
 ) -> None:
     world, run = await _saved_by_older_code(db, OLD)
 
-    def broken(old: snapshots.Snapshot, conversation: Sequence[Message]) -> snapshots.Snapshot:
+    def broken(old: apps.Snapshot, conversation: Sequence[Message]) -> apps.Snapshot:
         raise KeyError("discount")
 
-    monkeypatch.setattr(snapshots, "MIGRATIONS", {OLD: broken})
+    monkeypatch.setattr(apps, "MIGRATIONS", {OLD: broken})
 
     result = await journeys.resume_after_confirmation(
         world.rt, run.pending_token or "", "approve", "U_REP")
@@ -113,20 +113,20 @@ async def test_snapshot__migrations_chain_oldest_first_up_to_the_current_version
     _world, run = await _saved_by_older_code(db, OLD)
     applied: list[int] = []
 
-    def step(version: int) -> snapshots.Migration:
+    def step(version: int) -> apps.Migration:
         def migration(
-            old: snapshots.Snapshot, conversation: Sequence[Message]
-        ) -> snapshots.Snapshot:
+            old: apps.Snapshot, conversation: Sequence[Message]
+        ) -> apps.Snapshot:
             applied.append(version)
             limits: dict[str, Any] = {**old.limits, "seen": [*old.limits.get("seen", []), version]}
             return dataclasses.replace(old, limits=limits)
         return migration
 
-    monkeypatch.setattr(snapshots, "SNAPSHOT_VERSION", 4)
-    monkeypatch.setattr(snapshots, "MIGRATIONS", {1: step(1), 2: step(2), 3: step(3)})
-    assert snapshots.supported_versions() == {1, 2, 3, 4}
+    monkeypatch.setattr(apps, "SNAPSHOT_VERSION", 4)
+    monkeypatch.setattr(apps, "MIGRATIONS", {1: step(1), 2: step(2), 3: step(3)})
+    assert apps.supported_versions() == {1, 2, 3, 4}
 
-    migrated = snapshots.migrate(dataclasses.replace(run, snapshot_version=2), [])
+    migrated = apps.migrate_snapshot(dataclasses.replace(run, snapshot_version=2), [])
 
     assert applied == [2, 3] and migrated.snapshot.limits["seen"] == [2, 3]
     assert migrated.event() == {"from": 2, "to": 4} and migrated.values["snapshot_version"] == 4

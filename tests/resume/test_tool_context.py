@@ -9,8 +9,7 @@ import pytest
 
 from examples import quotes
 from resume import outcomes
-from resume.scope import Scope
-from resume.tools import Guard, ToolContext
+from resume.tools import Guard, Scope, ToolContext
 from store import runs
 from store.engine import Database
 from store.states import RunState

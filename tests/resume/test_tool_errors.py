@@ -19,9 +19,8 @@ from examples import purchase, shop
 from resume.apps import App
 from resume.messages import Message, ToolCall
 from resume.runtime import Runtime
-from resume.scope import Scope
 from resume.scripted import ScriptedModel
-from resume.tools import Tool, ToolContext
+from resume.tools import Scope, Tool, ToolContext
 from store import claims, events, ledger, outbox, runs
 from store.engine import Database
 from store.states import LedgerStatus, RunState

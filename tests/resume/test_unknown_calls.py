@@ -22,9 +22,8 @@ from resume.held import HeldRun
 from resume.messages import Message, ToolCall, ToolSpec
 from resume.routes import Branch, Routed, RouteDecision, Router
 from resume.runtime import Runtime
-from resume.scope import Scope
 from resume.scripted import ScriptedModel, Turn
-from resume.tools import Reconciliation, Tool, ToolContext
+from resume.tools import Reconciliation, Scope, Tool, ToolContext
 from store import events, ledger, outbox, runs
 from store.engine import Database
 from store.records import LedgerEntry, Run
