@@ -7,16 +7,20 @@ which plays the agent offline. The variables are read through
 ``bot.config.Settings``, so they mean what ``signoff serve --help`` says (an empty
 or blank one counts as unset).
 
+``database_from_env()`` opens DATABASE_URL (the embedded SQLite file by
+default) for an example's own tables (the CRM, the shop).
+
 The scripts read a tool's result and answer with ``resume``'s script helpers
 (``result_of``, ``call``, ``did_not_finish``).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from bot import config
-from resume import Model, OpenAICompatibleModel
+from resume import DEFAULT_URL, Database, Model, OpenAICompatibleModel, connect
 
 
 def from_env(
@@ -34,3 +38,8 @@ def from_env(
             price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
         )
     return fallback()
+
+
+def database_from_env() -> Database:
+    """The database DATABASE_URL names (the embedded SQLite file by default)."""
+    return connect(os.environ.get("DATABASE_URL", DEFAULT_URL))

@@ -21,7 +21,7 @@ OpenAI-compatible model does.
 
 from __future__ import annotations
 
-import os
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -31,7 +31,6 @@ from pydantic import BaseModel, Field
 from examples import models
 from examples.shop import Shop, ShopError, lines_of, total_of
 from resume import (
-    DEFAULT_URL,
     App,
     Branch,
     Guard,
@@ -50,7 +49,6 @@ from resume import (
     ToolContext,
     ToolSpec,
     call,
-    connect,
     did_not_finish,
     result_of,
 )
@@ -307,15 +305,10 @@ def scripted_model() -> Model:
     return ScriptedModel(purchase_script, cost_per_call_usd=0.002)
 
 
-_shop: Shop | None = None
-
-
+@functools.cache
 def shop_from_env() -> Shop:
     """The shop on DATABASE_URL (one per process); its tables are created on first use."""
-    global _shop
-    if _shop is None:
-        _shop = Shop(connect(os.environ.get("DATABASE_URL", DEFAULT_URL)))
-    return _shop
+    return Shop(models.database_from_env())
 
 
 def app() -> App:

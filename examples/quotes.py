@@ -13,7 +13,7 @@ an OpenAI-compatible model does.
 
 from __future__ import annotations
 
-import os
+import functools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +23,6 @@ from pydantic import BaseModel, Field
 from examples import models
 from examples.crm import CRM, PRICES, TIERS, price
 from resume import (
-    DEFAULT_URL,
     App,
     Guard,
     Limits,
@@ -37,7 +36,6 @@ from resume import (
     ToolContext,
     ToolSpec,
     call,
-    connect,
     did_not_finish,
     result_of,
 )
@@ -187,15 +185,10 @@ def scripted_model() -> Model:
     return ScriptedModel(quote_script, cost_per_call_usd=0.002)
 
 
-_crm: CRM | None = None
-
-
+@functools.cache
 def crm_from_env() -> CRM:
     """The CRM on DATABASE_URL (one per process), shared by the app and the sandbox."""
-    global _crm
-    if _crm is None:
-        _crm = CRM(connect(os.environ.get("DATABASE_URL", DEFAULT_URL)))
-    return _crm
+    return CRM(models.database_from_env())
 
 
 def app() -> App:

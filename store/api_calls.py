@@ -22,7 +22,7 @@ from store import call_watch, records, schema
 from store.api_records import ApiCall
 from store.engine import Database
 from store.records import Run
-from store.runs import Suspension
+from store.runs import Suspension, suspended_values
 from store.states import CallStatus, LedgerStatus, RunState
 from store.transitions import Effects, state_is, transition
 
@@ -58,18 +58,6 @@ class RunChange:
 
 class _Refused(Exception):
     """The run's guard did not match: roll the call's change back."""
-
-
-def suspended_values(s: Suspension) -> dict[str, Any]:
-    """The run's columns while it waits on ``s`` (as ``store.runs.suspend`` writes them)."""
-    return {
-        "state": RunState.suspended.value,
-        "pending": records.dumps(s.pending, what="pending request"),
-        "pending_preview": records.dumps(s.preview, what="preview"),
-        "pending_preview_digest": s.digest,
-        "pending_token": s.token,
-        "expires_at": s.expires_at,
-    }
 
 
 async def request(

@@ -181,14 +181,8 @@ async def continue_halted(
             now=now,
             action="continue",
         )
-        if run is not None:
-            return run
-        row = (
-            await conn.execute(select(RUNS.c.user_id).where(RUNS.c.id == run_id))
-        ).first()
-    if row is None or row.user_id != user_id:
-        return RefusalReason.not_found
-    return RefusalReason.not_halted
+        return run if run is not None else await _refused(conn, run_id, user_id,
+                                                          RefusalReason.not_halted)
 
 
 async def cancel(
@@ -216,9 +210,14 @@ async def cancel(
             now=now,
             action="cancel",
         )
-        if run is not None:
-            return run
-        row = (await conn.execute(select(RUNS.c.user_id).where(RUNS.c.id == run_id))).first()
-    if row is None or row.user_id != user_id:
-        return RefusalReason.not_found
-    return RefusalReason.not_cancellable
+        return run if run is not None else await _refused(conn, run_id, user_id,
+                                                          RefusalReason.not_cancellable)
+
+
+async def _refused(
+    conn: AsyncConnection, run_id: str, user_id: str, otherwise: RefusalReason
+) -> RefusalReason:
+    """Someone else's run answers ``not_found`` exactly like a missing one; the requester's
+    own, ``otherwise``."""
+    row = (await conn.execute(select(RUNS.c.user_id).where(RUNS.c.id == run_id))).first()
+    return RefusalReason.not_found if row is None or row.user_id != user_id else otherwise

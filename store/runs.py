@@ -139,6 +139,18 @@ class Suspension:
     card: dict[str, Any]
 
 
+def suspended_values(s: Suspension) -> dict[str, Any]:
+    """The run's columns while it waits on ``s`` (an external call's suspension too)."""
+    return {
+        "state": RunState.suspended.value,
+        "pending": records.dumps(s.pending, what="pending request"),
+        "pending_preview": records.dumps(s.preview, what="preview"),
+        "pending_preview_digest": s.digest,
+        "pending_token": s.token,
+        "expires_at": s.expires_at,
+    }
+
+
 async def suspend(
     db: Database, run_id: str, epoch: int, s: Suspension, *, now: datetime, fx: Effects,
     elapsed_ms: int = 0,
@@ -148,16 +160,8 @@ async def suspend(
     Also used to re-suspend a claimed run whose preview changed. Raises
     LeaseLost when the run is not running at ``epoch``.
     """
-    values = {
-        "state": RunState.suspended.value,
-        "pending": records.dumps(s.pending, what="pending request"),
-        "pending_preview": records.dumps(s.preview, what="preview"),
-        "pending_preview_digest": s.digest,
-        "pending_token": s.token,
-        "expires_at": s.expires_at,
-        "elapsed_ms": RUNS.c.elapsed_ms + elapsed_ms,
-        "heartbeat_at": None,
-    }
+    values = {**suspended_values(s), "elapsed_ms": RUNS.c.elapsed_ms + elapsed_ms,
+              "heartbeat_at": None}
     card = records.dumps(s.card, what="approval card")
     async with db.write() as conn:
         run = await transition(

@@ -148,6 +148,13 @@ class BotWorld:
         return found
 
 
+async def close_opened(from_env: Any) -> None:
+    """Dispose of the database an example's cached ``*_from_env`` opened, and forget it."""
+    if from_env.cache_info().currsize:
+        await from_env().db.dispose()
+    from_env.cache_clear()
+
+
 def has_buttons(message: fake_slack.Message) -> bool:
     return any(b.get("block_id") == ids.ACTIONS_BLOCK for b in message.blocks)
 

@@ -28,6 +28,7 @@ from examples.crm import CRM, TIERS
 from store import api_keys, engine, runs
 from store.engine import Database
 from store.states import RunState
+from tests.bot import harness
 from tests.bot.harness import ASK
 
 API = "http://127.0.0.1:9/api/"
@@ -87,14 +88,12 @@ async def running(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[runner.Running]:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(quotes, "_crm", None)  # the example's CRM opens on this sandbox's file
+    quotes.crm_from_env.cache_clear()  # the example's CRM opens on this sandbox's file
     try:
         async with runner.started(config.load_settings(), QUOTES, 0) as found:
             yield found
     finally:
-        crm = quotes._crm
-        if crm is not None:
-            await crm.db.dispose()
+        await harness.close_opened(quotes.crm_from_env)
 
 
 class PageClient:
@@ -161,17 +160,16 @@ async def test_sandbox__the_page_offers_the_apps_examples_and_its_world_panel_or
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ref: str, panel: bool,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(quotes, "_crm", None)
-    monkeypatch.setattr(purchase, "_shop", None)
+    quotes.crm_from_env.cache_clear()
+    purchase.shop_from_env.cache_clear()
     try:
         async with runner.started(config.load_settings(), ref, 0) as found, \
                 aiohttp.ClientSession() as http:
             ui = await PageClient.open(found.url, http)
             state = await ui.state(page.REP.id)
     finally:
-        for opened in (quotes._crm, purchase._shop):
-            if opened is not None:
-                await opened.db.dispose()
+        await harness.close_opened(quotes.crm_from_env)
+        await harness.close_opened(purchase.shop_from_env)
     expected = quotes.EXAMPLES if ref == QUOTES else purchase.EXAMPLES
     assert state["examples"] == expected and expected
     assert (state["world"] is not None) is panel

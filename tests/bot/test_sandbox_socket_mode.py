@@ -15,6 +15,7 @@ from bot import config, ids
 from bot.sandbox import page
 from bot.sandbox import runner as sandbox_app
 from examples import quotes
+from tests.bot import harness
 from tests.bot.test_sandbox_page import (
     ASK,
     QUOTES,
@@ -32,15 +33,13 @@ async def running(
     monkeypatch.chdir(tmp_path)
     for name in ("DATABASE_URL", "SIGNOFF_APPROVALS_CHANNEL", "SIGNOFF_APP"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(quotes, "_crm", None)  # the example's CRM opens on this sandbox's file
+    quotes.crm_from_env.cache_clear()  # the example's CRM opens on this sandbox's file
     try:
         async with sandbox_app.started(config.load_settings(), QUOTES, 0,
                                        socket_mode=True) as found:
             yield found
     finally:
-        crm = quotes._crm
-        if crm is not None:
-            await crm.db.dispose()
+        await harness.close_opened(quotes.crm_from_env)
 
 
 def _click(card: dict[str, Any], action: str) -> dict[str, Any]:
