@@ -29,7 +29,6 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -121,11 +120,9 @@ def decided(outcome: outcomes.Claimed | outcomes.Refusal) -> None:
         REFUSALS.labels(reason=refusal_reason(outcome)).inc()
 
 
-def waited(claimed: outcomes.Claimed, ttl: timedelta, now: datetime) -> None:
-    """How long the claimed request waited: it suspended ``ttl`` before it would expire."""
-    expires_at = claimed.run.expires_at
-    if expires_at is not None:
-        APPROVAL_WAIT.observe(max(0.0, (now - (expires_at - ttl)).total_seconds()))
+def waited(claimed: outcomes.Claimed) -> None:
+    """How long the claimed request waited for its decision (the entry says)."""
+    APPROVAL_WAIT.observe(max(0.0, claimed.waited.total_seconds()))
 
 
 def acked(transport: str, seconds: float) -> None:

@@ -114,7 +114,8 @@ async def decide(
     result = await claims.claim(rt.db, token, decision=decision, actor=actor, reason=reason,
                                 owner_id=rt.owner_id, now=now, fx=fx)
     if isinstance(result, claims.ClaimWon):
-        return Claimed(result.run, approval.call_id, decision, Drive(rt, result.run))
+        return Claimed(result.run, approval.call_id, decision, Drive(rt, result.run),
+                       waited=now - result.approval.created_at)
     decided = result.approval
     if result.reason is RefusalReason.already_decided and decided is not None \
             and decided.decided_by:

@@ -32,7 +32,7 @@ the reaper's ``call_reap.reap_calls`` (``CallsReaped``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -99,6 +99,8 @@ class Claimed:
     call_id: str
     decision: Decision
     drive: Drive
+    #: From the card's request (its suspension) to this decision.
+    waited: timedelta
 
 
 # What happened to the decided call once the run went on.

@@ -103,7 +103,7 @@ def carry_on(services: Services, claimed: outcomes.Claimed, user: str) -> None:
     log.info("run %s claimed by %s (%s)", claimed.run.id, user, claimed.decision,
              extra={"action": "click_won", "run_id": claimed.run.id, "user": user})
     metrics.decided(claimed)
-    metrics.waited(claimed, services.rt.suspension_ttl, services.rt.now())
+    metrics.waited(claimed)
     services.carry_on(claimed.drive)
 
 
