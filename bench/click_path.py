@@ -12,12 +12,19 @@ started earlier (the outbox relay, the webhook sender, the scheduler) does not
 have it, so its work is not on the path even when the click's commit wakes it.
 Only fresh calls count: a coroutine resuming after an ``await`` is not a new visit.
 
-Prints the files in the order they are first entered, the count per package,
-the sequence of layer transitions (each call from one layer into another, in
-order, repeats collapsed), and every call that goes upward (store -> resume,
-resume -> bot, store -> bot: a hook or callback pointing the wrong way).
+Prints the files in the order they are first entered (with the functions
+called in each), the count per package, the sequence of layer transitions
+(each call from one layer into another, in order, repeats collapsed), and
+every call that goes upward (store -> resume, resume -> bot, store -> bot: a
+hook or callback pointing the wrong way).
 
     python -m bench.click_path
+
+Measured on the quotes example, SQLite: 22 files (bot 5, resume 10, store 7);
+transitions ``bot>resume resume>store bot>resume resume>store`` (decide before
+the ack's work ends, then the drive that ``Services.carry_on`` starts); no
+upward call. The same click measured the old way (every loop the commit woke,
+the API's code for a hosted run, before the merges) passed through 34 files.
 """
 
 from __future__ import annotations
