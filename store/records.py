@@ -1,5 +1,6 @@
-"""Typed, immutable views of stored rows, and the JSON documents they hold.
+"""Typed, immutable views of stored rows, and how their values are stored.
 
+Timestamps are aware UTC datetimes in and out, on both dialects (``UTCDateTime``).
 Documents are stored as text, not JSONB: PostgreSQL's JSONB refuses ``\\u0000``,
 which model output can contain. ``json.dumps`` escapes control characters, so
 the text never holds a NUL byte and round-trips byte-for-byte. Sizes are
@@ -10,10 +11,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.engine import RowMapping
+from sqlalchemy import DateTime
+from sqlalchemy.engine import Dialect, RowMapping
+from sqlalchemy.types import TypeDecorator
 
 from store import errors
 from store.states import LedgerStatus, OutboxState, RunState
@@ -42,6 +45,30 @@ def dumps(value: Any, *, what: str, limit: int = MAX_DOCUMENT_BYTES) -> str:
 
 def loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Aware UTC datetimes in, aware UTC datetimes out, on both dialects.
+
+    SQLite stores naive ISO text, which sorts correctly only if every value is
+    UTC: so values are normalised to UTC before they are written.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; pass an aware UTC datetime")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @dataclass(frozen=True)

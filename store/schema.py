@@ -1,19 +1,17 @@
 """Tables, from one MetaData for SQLite and PostgreSQL.
 
 Documents are text columns encoded by ``store.records.dumps`` (see there for why not
-JSONB). Timestamps are timezone-aware UTC on both dialects.
+JSONB). Timestamps are timezone-aware UTC on both dialects (``records.UTCDateTime``).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -25,8 +23,9 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator
+
+# Re-exported: the migrations name the column type ``store.schema.UTCDateTime``.
+from store.records import UTCDateTime as UTCDateTime
 
 metadata = MetaData(
     naming_convention={
@@ -36,30 +35,6 @@ metadata = MetaData(
         "pk": "pk_%(table_name)s",
     }
 )
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """Aware UTC datetimes in, aware UTC datetimes out, on both dialects.
-
-    SQLite stores naive ISO text, which sorts correctly only if every value is
-    UTC: so values are normalised to UTC before they are written.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store; pass an aware UTC datetime")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 # SQLite only makes INTEGER PRIMARY KEY an alias of the rowid (autoincrement).
