@@ -13,7 +13,8 @@ have it, so its work is not on the path even when the click's commit wakes it.
 Only fresh calls count: a coroutine resuming after an ``await`` is not a new visit.
 
 Prints the files in the order they are first entered (with the functions
-called in each), the count per package, the sequence of layer transitions
+called in each), the count per package, how often the path entered each file
+again after leaving it, the sequence of layer transitions
 (each call from one layer into another, in order, repeats collapsed), and
 every call that goes upward (store -> resume, resume -> bot, store -> bot: a
 hook or callback pointing the wrong way).
@@ -95,6 +96,9 @@ class Trace:
         self.functions: dict[str, list[str]] = {}
         self.transitions: list[tuple[str, str]] = []
         self.upward: dict[tuple[str, str], int] = {}
+        #: How often the path entered each file from another one (1: visited once).
+        self.visits: dict[str, int] = {}
+        self._last: str | None = None
         self.tool_ran = False
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
@@ -114,6 +118,9 @@ class Trace:
             return
         if path not in self.order:
             self.order.append(path)
+        if path != self._last:
+            self.visits[path] = self.visits.get(path, 0) + 1
+            self._last = path
         names = self.functions.setdefault(path, [])
         if code.co_name not in names:
             names.append(code.co_name)
@@ -169,6 +176,9 @@ def report(trace: Trace) -> None:
         print(f"{n:3} {path:32} {', '.join(trace.functions[path])}")
     counts = {layer: sum(_layer(p) == layer for p in trace.order) for layer in LAYERS}
     print(f"files: {len(trace.order)} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    again = sorted(((n, p) for p, n in trace.visits.items() if n > 1), reverse=True)
+    print(f"file visits: {sum(trace.visits.values())}; entered more than once:",
+          ", ".join(f"{p} {n}" for n, p in again) or "none")
     print(f"layer transitions ({len(trace.transitions)}):",
           " ".join(f"{a}>{b}" for a, b in trace.transitions))
     print("upward calls:", "none" if not trace.upward else "")
