@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import update
 
 from bot import ids, metrics, scheduler, server
 from bot.sandbox import FakeSlack
@@ -87,6 +88,27 @@ async def test_metrics__a_click_is_counted_and_the_store_gauges_follow(world: Bo
     assert value(after, "signoff_runs", state="answered") == 1
     assert value(after, "signoff_runs", state="suspended") == 0
     assert value(after, "signoff_outbox_pending") == 0
+    assert await world.crm.sent_count() == 1
+
+
+async def test_metrics__the_approval_wait_is_how_long_the_request_waited(
+    world: BotWorld,
+) -> None:
+    run = await _asked(world)
+    # Asked ten minutes ago (time is set by writing the rows, not by waiting).
+    asked_at = datetime.now(UTC) - timedelta(minutes=10)
+    async with world.db.write() as conn:
+        await conn.execute(update(schema.approvals).where(
+            schema.approvals.c.token == run.pending_token).values(created_at=asked_at))
+        await conn.execute(update(schema.runs).where(schema.runs.c.id == run.id).values(
+            expires_at=asked_at + world.services.rt.suspension_ttl))
+    before = await scrape(world)
+    await world.click(REP, ids.APPROVE_ACTION, run.pending_token or "")
+    after = await scrape(world)
+
+    waited = (value(after, "signoff_approval_wait_seconds_sum")
+              - value(before, "signoff_approval_wait_seconds_sum"))
+    assert 600 <= waited < 900
     assert await world.crm.sent_count() == 1
 
 
