@@ -5,7 +5,8 @@ orders and refunds in a JSON file, so you can watch what ran and change the worl
 
 - ``refund_order(order_id, amount)`` writes a refund (the tool to gate). It answers with a
   tool error, writing nothing, when the amount is more than is left to refund.
-- ``preview_refund(order_id, amount)`` only reads: the order's total and what was refunded.
+- ``preview_refund(order_id, amount)`` only reads: the order's total, what was refunded, and
+  the order's note if it has one.
 - ``check_refund(order_id, amount)`` only reads: not ok when the order is on hold or the
   amount is more than is left.
 - ``lookup(order_id)`` only reads: the order as stored.
@@ -88,10 +89,14 @@ def refund_order(order_id: str, amount: float) -> str:
 
 @server.tool()
 def preview_refund(order_id: str, amount: float) -> dict[str, str]:
-    """What a refund would change: the order's total and what was refunded already."""
+    """What a refund would change: the order's total, what was refunded already, its note."""
     data = _load()
-    return {"Order total": f"{float(_order(data, order_id)['total']):.2f}",
-            "Already refunded": f"{_refunded(data, order_id):.2f}"}
+    order = _order(data, order_id)
+    shown = {"Order total": f"{float(order['total']):.2f}",
+             "Already refunded": f"{_refunded(data, order_id):.2f}"}
+    if order.get("note"):
+        shown["Note"] = str(order["note"])
+    return shown
 
 
 @server.tool()

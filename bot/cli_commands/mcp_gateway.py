@@ -40,6 +40,14 @@ def helper_rule(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in ``group``, however deep the task groups nested it."""
+    found: BaseException = group
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found
+
+
 def run_gateway(args: argparse.Namespace) -> int:
     try:
         from signoff_client.adapters import mcp_gateway
@@ -60,7 +68,7 @@ def run_gateway(args: argparse.Namespace) -> int:
         asyncio.run(mcp_gateway.serve(args.upstream, gate, url=url, api_key=api_key,
                                       http_port=args.http, host=args.host))
     except* SetupError as group:
-        fail(str(group.exceptions[0]), EXIT_NOT_SET_UP)
+        fail(str(_first(group)), EXIT_NOT_SET_UP)
     return EXIT_OK
 
 

@@ -33,10 +33,14 @@ def upstream(payments: Payments) -> str:
     return f"{sys.executable} -m examples.mcp_payments serve {payments.path}"
 
 
-def gateway_args(served: harness.Served, payments: Payments, *options: str) -> list[str]:
+def gateway_argv(url: str, api_key: str, payments: Payments, *options: str) -> list[str]:
+    """`python` arguments starting the gateway on the example server, gating `refund_*`."""
     return ["-m", "bot", "mcp-gateway", "--upstream", upstream(payments), "--gate", "refund_*",
-            "--url", served.url, "--api-key", served.api_key, "--requester", harness.REQUESTER,
-            *options]
+            "--url", url, "--api-key", api_key, "--requester", harness.REQUESTER, *options]
+
+
+def gateway_args(served: harness.Served, payments: Payments, *options: str) -> list[str]:
+    return gateway_argv(served.url, served.api_key, payments, *options)
 
 
 @asynccontextmanager
