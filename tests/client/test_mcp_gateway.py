@@ -100,25 +100,25 @@ async def test_gateway__ungated_tool_passes_through_without_a_card(
 
 
 async def test_gateway__upstream_tool_error_is_recorded_failed_and_returned_as_is(
-        server: harness.Served, payments: Payments) -> None:
+        any_server: harness.Served, payments: Payments) -> None:
     too_much: dict[str, Any] = {"order_id": "A-1", "amount": 50.0}  # more than the order's 40.00
-    async with gateway(server, payments) as session:
+    async with gateway(any_server, payments) as session:
         task = asyncio.create_task(session.call_tool("refund_order", too_much))
-        await server.approve(await server.wait_for_card("refund_order"))
+        await any_server.approve(await any_server.wait_for_card("refund_order"))
         result = await settled(task)
 
     said = "refund of 50.00 is more than the 40.00 left on A-1"
     assert result.is_error is True and said in text_of(result), "the upstream's own answer"
     assert payments.refunds() == []
-    (failed,) = await calls(server, "failed")
-    (entry,) = ledger(server, failed["run_id"])
+    (failed,) = await calls(any_server, "failed")
+    (entry,) = ledger(any_server, failed["run_id"])
     assert (entry["tool"], entry["status"]) == ("refund_order", "failed"), entry
     assert said in json.dumps(entry["result"]), entry
-    run = await api_get(server, f"/runs/{failed['run_id']}")
+    run = await api_get(any_server, f"/runs/{failed['run_id']}")
     assert (run["state"], run["reason"]) == ("failed", "incomplete"), run
     assert run["evidence"] == [], "the ledger has no succeeded call"
-    assert said_in_slack(server, "refund_order failed"), "the thread says the call failed"
-    (notice,) = said_in_slack(server, "failed", failed["run_id"], "Never ran")
+    assert said_in_slack(any_server, "refund_order failed"), "the thread says the call failed"
+    (notice,) = said_in_slack(any_server, "failed", failed["run_id"], "Never ran")
     assert "`refund_order` (failed)" in notice, notice
 
 
@@ -155,29 +155,31 @@ async def test_gateway_over_http__approved_once_and_declined_never(
 
 
 async def test_resumed_agent__the_same_named_call_never_runs_twice_nor_after_a_decline(
-        server: harness.Served, payments: Payments) -> None:
+        any_server: harness.Served, payments: Payments) -> None:
     small: dict[str, Any] = {"order_id": "A-1", "amount": 5.0}
-    async with gateway(server, payments) as session:
+    async with gateway(any_server, payments) as session:
         task = asyncio.create_task(session.call_tool("refund_order", ARGS,
                                                      meta=keyed("ticket-1")))
-        await server.approve(await server.wait_for_card("40.0"))
+        await any_server.approve(await any_server.wait_for_card("40.0"))
         first = await settled(task)
         task = asyncio.create_task(session.call_tool("refund_order", small,
                                                      meta=keyed("ticket-2")))
-        await server.decline(await server.wait_for_card("5.0"), "not this one")
+        await any_server.decline(await any_server.wait_for_card("5.0"), "not this one")
         await settled(task)
-    cards = len(server.cards())
+    cards = len(any_server.cards())
 
     # The agent (and its host, and so the gateway) restarts and replays both calls.
-    async with gateway(server, payments) as session:
-        again = await session.call_tool("refund_order", ARGS, meta=keyed("ticket-1"))
-        declined = await session.call_tool("refund_order", small, meta=keyed("ticket-2"))
+    async with gateway(any_server, payments) as session:
+        again = await asyncio.wait_for(
+            session.call_tool("refund_order", ARGS, meta=keyed("ticket-1")), timeout=30)
+        declined = await asyncio.wait_for(
+            session.call_tool("refund_order", small, meta=keyed("ticket-2")), timeout=30)
 
     (refund,) = payments.refunds()
     assert refund["amount"] == 40.0, "the approved refund ran once, the declined one never"
     assert again.is_error is not True and text_of(again) == text_of(first)
     assert declined.is_error is True and "'not this one'" in text_of(declined)
-    assert len(server.cards()) == cards, "nobody is asked again"
+    assert len(any_server.cards()) == cards, "nobody is asked again"
 
 
 async def test_resumed_agent__a_gateway_killed_while_waiting_is_joined_not_asked_again(
@@ -217,6 +219,22 @@ async def test_unnamed_calls__an_equal_second_call_is_asked_for_again_not_run_un
 
     assert len(payments.refunds()) == 1
     assert second.is_error is True and "'dup'" in text_of(second)
+
+
+async def test_unnamed_call__abandoned_by_the_client_leaves_no_card_to_approve(
+        server: harness.Served, payments: Payments) -> None:
+    async with gateway(server, payments) as session:
+        task = asyncio.create_task(session.call_tool("refund_order", ARGS))
+        await server.wait_for_card("refund_order")
+        task.cancel()  # the host gave up on the call: the MCP client cancels the request
+
+        async def buttons_gone() -> bool:
+            return server.cards() == []
+
+        await replicas.until(buttons_gone, timeout=30, what="the card to lose its buttons")
+        (cancelled,) = await calls(server, "cancelled")
+
+    assert cancelled["tool"] == "refund_order" and payments.refunds() == []
 
 
 async def test_gateway__a_malformed_call_name_is_refused_and_nothing_is_asked(

@@ -49,16 +49,16 @@ async def test_preview__the_card_shows_the_arguments_and_the_world(
 
 
 async def test_preview__an_approval_of_a_changed_world_asks_again_then_runs_once(
-        server: harness.Served, payments: Payments) -> None:
-    async with gateway(server, payments, *WORLD) as session:
+        any_server: harness.Served, payments: Payments) -> None:
+    async with gateway(any_server, payments, *WORLD) as session:
         task = asyncio.create_task(session.call_tool("refund_order", ARGS))
-        first = await server.wait_for_card("refund_order")
+        first = await any_server.wait_for_card("refund_order")
         payments.set_total("A-1", 45.0)  # what the approver saw is no longer true
-        await server.approve(first)
-        diff = await next_card(server, first)
+        await any_server.approve(first)
+        diff = await next_card(any_server, first)
         assert "45.00" in json.dumps(diff.blocks), "the diff card shows the changed total"
         assert payments.refunds() == [], "an approval of the old world never executes"
-        await server.approve(diff)
+        await any_server.approve(diff)
         result = await settled(task)
 
     (refund,) = payments.refunds()
