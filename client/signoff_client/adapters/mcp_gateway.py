@@ -2,10 +2,15 @@
 
 The gateway lists the upstream server's tools as they are. A call to a gated tool (one
 matching a ``--gate`` glob) becomes a signoff call in a run of its own, whose card shows
-the tool's arguments; the gateway waits for the decision, sending progress notifications
-meanwhile, and calls the upstream tool under the execution claim, so it runs once. A
-decline, an expiry or a block is answered with a tool error result carrying the reason.
-Ungated tools pass straight through.
+the tool's arguments (and what its ``--preview`` tool reads of the world); the gateway waits
+for the decision, sending progress notifications meanwhile, and calls the upstream tool
+under the execution claim, so it runs once. A decline, an expiry or a block is answered
+with a tool error result carrying the reason. Ungated tools pass straight through.
+
+MCP gives a call no identity of its own: two equal calls may be two refunds meant. So each
+call is its own run, unless the client names it with ``_meta["signoff/idempotency_key"]``:
+the same key again is the same run and call, so a resumed agent gets the recorded result
+(or the refusal) instead of a second execution.
 """
 
 from __future__ import annotations
@@ -13,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import logging
 import shlex
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -27,25 +34,49 @@ from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 
 from signoff_client import errors
+from signoff_client.adapters.mcp_world import (
+    Helper,
+    HelperFailed,
+    SetupError,
+    World,
+    check_helpers,
+    text_of,
+)
 from signoff_client.client import Signoff
+from signoff_client.runs import Run
+
+log = logging.getLogger("signoff_client")
 
 #: How often a waiting call tells the MCP client it is still waiting for a person.
 PROGRESS_EVERY_SECONDS = 5.0
+#: The ``_meta`` key naming a call, so that asking again is the same call.
+IDEMPOTENCY_META_KEY = "signoff/idempotency_key"
+IDEMPOTENCY_KEY_MAX = 180
 
 
 @dataclass(frozen=True)
 class Gate:
-    """Which tools need approval, and who is asked."""
+    """Which tools need approval, who is asked, and which tools render their previews."""
 
     globs: Sequence[str]
     requester: str
     ttl_minutes: float | None = None  #: how long a card waits; None: the server's default
+    previews: Sequence[Helper] = ()
+    guards: Sequence[Helper] = ()
 
     def covers(self, tool: str) -> bool:
         return any(fnmatch.fnmatchcase(tool, glob) for glob in self.globs)
 
 
-def refusal_text(exc: errors.SignoffError) -> str:
+class UpstreamToolError(Exception):
+    """The upstream tool ran and answered with a tool error: the call failed."""
+
+    def __init__(self, result: types.CallToolResult) -> None:
+        super().__init__(text_of(result) or "the tool reported an error")
+        self.result = result
+
+
+def refusal_text(exc: Exception) -> str:
     """What the agent reads when nothing ran; the person's reason is quoted as data."""
     if isinstance(exc, errors.Declined):
         by = f" by {exc.by}" if exc.by else ""
@@ -54,19 +85,33 @@ def refusal_text(exc: errors.SignoffError) -> str:
     if isinstance(exc, errors.Expired):
         return "signoff: nobody decided in time; the request expired. The tool did not run."
     if isinstance(exc, errors.Blocked):
-        return f"signoff: blocked ({exc.code}). The tool did not run."
+        return f"signoff: blocked ({exc.code}): {exc.reason!r}. The tool did not run."
     if isinstance(exc, errors.Cancelled):
         return "signoff: the run was cancelled. The tool did not run."
-    return f"signoff: not run ({type(exc).__name__})."
+    if isinstance(exc, HelperFailed | errors.ApiError | errors.Unavailable):
+        return f"signoff: {exc}. The tool did not run."
+    return f"signoff: not run ({type(exc).__name__}: {exc})."
 
 
 def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
+def idempotency_key(params: types.CallToolRequestParams) -> str | None:
+    """The run's key when the client named the call; None: a run of its own."""
+    given = (params.meta or {}).get(IDEMPOTENCY_META_KEY)
+    if given is None:
+        return None
+    if not isinstance(given, str) or not 0 < len(given) <= IDEMPOTENCY_KEY_MAX:
+        raise ValueError(f"_meta[{IDEMPOTENCY_META_KEY!r}] must be a string of 1 to "
+                         f"{IDEMPOTENCY_KEY_MAX} characters")
+    return f"mcp:{given}"
+
+
 class Gateway:
     def __init__(self, upstream: ClientSession, signoff: Signoff, gate: Gate) -> None:
         self.upstream, self.signoff, self.gate = upstream, signoff, gate
+        self.world = World(upstream, gate.previews, gate.guards)
 
     def server(self) -> Server[Any]:
         return Server("signoff-mcp-gateway", on_list_tools=self.list_tools,
@@ -81,34 +126,77 @@ class Gateway:
         args = dict(params.arguments or {})
         if not self.gate.covers(params.name):
             return await self.upstream.call_tool(params.name, args)
+        try:
+            key = idempotency_key(params)
+        except ValueError as exc:
+            return error_result(f"signoff: {exc}. Nothing was asked; the tool did not run.")
         waiting = asyncio.create_task(self._report_waiting(ctx))
         try:
-            return await self._gated(params.name, args)
+            return await self._gated(params.name, args, key)
         finally:
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
 
-    async def _gated(self, name: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def _gated(self, name: str, args: dict[str, Any],
+                     key: str | None) -> types.CallToolResult:
+        try:
+            run = await self.signoff.start_run(
+                requester=self.gate.requester, title=f"MCP tool call: {name}",
+                idempotency_key=key, requires=[name])
+        except errors.SignoffError as exc:
+            return error_result(f"signoff: {exc}. Nothing was asked; the tool did not run.")
+        try:
+            outcome = await self._call(run, name, args)
+        except BaseException:
+            if key is None:  # nobody can come back for this call: its card must not stay open
+                with anyio.CancelScope(shield=True), contextlib.suppress(errors.SignoffError):
+                    await run.cancel()
+            raise
+        try:
+            await run.close(None)  # answered only if the tool ran; else failed, for the record
+        except errors.SignoffError as exc:
+            log.warning("the gated call's run could not be finished",
+                        extra={"action": "mcp_finish", "run_id": run.id, "problem": str(exc)})
+        return outcome
+
+    async def _call(self, run: Run, name: str, args: dict[str, Any]) -> types.CallToolResult:
+        """The round for one gated call, as the MCP client should read it; sets the answer."""
+
         async def execute(**arguments: Any) -> dict[str, Any]:
             result = await self.upstream.call_tool(name, arguments)
+            if result.is_error:
+                raise UpstreamToolError(result)
             dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True,
                                                        exclude_none=True)
             return dumped
 
-        # The run answers only if the tool ran: a refused call leaves it failed, for the record.
-        async with self.signoff.run(requester=self.gate.requester,
-                                    title=f"MCP tool call: {name}", requires=[name]) as run:
-            try:
-                recorded = await run.call(name, args, execute=execute,
-                                           ttl_minutes=self.gate.ttl_minutes)
-            except errors.NotApproved as exc:
-                run.answer = refusal_text(exc)
-                return error_result(run.answer)
-            except errors.CallFailed as exc:
-                run.answer = f"signoff: {name} failed"
-                return error_result(f"{run.answer}: {exc}")
-            run.answer = f"{name} ran"
+        try:
+            recorded = await run.call(name, args, execute=execute,
+                                      preview=self.world.preview_for(name),
+                                      guard=self.world.guard_for(name),
+                                      ttl_minutes=self.gate.ttl_minutes)
+        except UpstreamToolError as exc:
+            run.answer = f"{name} ran and failed: {exc}"
+            return exc.result  # what the tool said, as it said it
+        except errors.CallFailed as exc:
+            said = exc.result.get("message") if isinstance(exc.result, dict) else exc.result
+            run.answer = f"{name} ran before and failed; it was not run again: {said}"
+            return error_result(f"signoff: {run.answer}")
+        except errors.OutcomeUnknown as exc:
+            run.answer = (f"{name} was interrupted while it ran; whether it took effect is "
+                          f"unknown (idempotency key {exc.idempotency_key}), so it was not "
+                          "run again")
+            return error_result(f"signoff: {run.answer}.")
+        except errors.ResultNotRecorded as exc:
+            run.answer = f"{name} ran; signoff could not record its result"
+            if isinstance(exc.result, dict):
+                return types.CallToolResult.model_validate(exc.result)
+            return error_result(f"signoff: {run.answer}.")
+        except (errors.SignoffError, HelperFailed) as exc:
+            run.answer = refusal_text(exc)
+            return error_result(run.answer)
+        run.answer = f"{name} ran"
         return types.CallToolResult.model_validate(recorded)
 
     async def _report_waiting(self, ctx: ServerRequestContext[Any]) -> None:
@@ -119,22 +207,44 @@ class Gateway:
             await asyncio.sleep(PROGRESS_EVERY_SECONDS)
 
 
+async def tool_names(session: ClientSession) -> list[str]:
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        names += [tool.name for tool in page.tools]
+        cursor = page.next_cursor
+        if not cursor:
+            return names
+
+
 @asynccontextmanager
 async def upstream_session(command: str) -> AsyncIterator[ClientSession]:
     """The upstream MCP server, started from ``command`` and spoken to over stdio."""
     argv = shlex.split(command)
     if not argv:
-        raise ValueError("--upstream needs a command that starts an MCP server")
+        raise SetupError("--upstream needs a command that starts an MCP server")
     params = StdioServerParameters(command=argv[0], args=argv[1:])
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         yield session
 
 
+async def check_gate(session: ClientSession, gate: Gate) -> None:
+    """Raise SetupError unless every --preview and --guard tool fits the upstream's tools."""
+    if not gate.previews and not gate.guards:
+        return
+    tools = await tool_names(session)
+    gated = [name for name in tools if gate.covers(name)]
+    check_helpers("--preview", gate.previews, tools, gated)
+    check_helpers("--guard", gate.guards, tools, gated)
+
+
 async def serve(command: str, gate: Gate, *, url: str, api_key: str,
                 http_port: int | None = None, host: str = "127.0.0.1") -> None:
     """Run the gateway on stdio, or on streamable HTTP at ``/mcp`` when ``http_port`` is set."""
     async with upstream_session(command) as upstream, Signoff(url, api_key) as signoff:
+        await check_gate(upstream, gate)
         server = Gateway(upstream, signoff, gate).server()
         if http_port is None:
             async with stdio_server() as (read, write):
