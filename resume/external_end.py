@@ -2,7 +2,7 @@
 
 A finish is ``answered`` only if every tool the agent says the run requires
 has ``succeeded`` in the ledger; otherwise the run fails ``incomplete`` and
-the notice names what never ran. Neither happens while a call is executing
+the notice names what did not succeed. Neither happens while a call is executing
 or unknown (its outcome must be settled first): the run's UPDATE itself
 checks that. A cancel fails the run ``cancelled``; its open card loses its
 buttons and its undecided or unexecuted calls are cancelled with it.
@@ -48,7 +48,7 @@ async def finish(
     evidence = [_evidence(e) for e in entries]
     closing = await _close_calls(rt, run_id, _UNSETTLED)
     if missing:
-        detail = "never ran: " + ", ".join(missing)
+        detail = f"the run ended without {', '.join(missing)} having succeeded"
         values = {"state": RunState.failed.value, "halt_reason": INCOMPLETE}
         fx = Effects(events=[(EventKind.failed, {"reason": INCOMPLETE, "missing": missing})],
                      outbox=[outbox.notice(run, "failed", channel=rt.approvals_channel,

@@ -127,7 +127,7 @@ class RunNotice(_Frozen):
     answer: str | None = None
     detail: str | None = None  #: a human sentence: what happened and what to do
     evidence: list[EvidenceItem] = Field(default_factory=list)
-    missing: list[str] = Field(default_factory=list)  #: contract tools that never ran
+    missing: list[str] = Field(default_factory=list)  #: required tools that did not succeed
     grant: dict[str, Any] | None = None
     channel: str | None = None  #: the approvals channel if the run has no thread yet
     declined: DeclineData | None = None  #: the run stopped because a person declined

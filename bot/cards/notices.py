@@ -96,9 +96,13 @@ def _failed(notice: RunNotice, most: int) -> _Rendered:
         return _declined(notice, most)
     why = reasons.failure(notice.reason)
     text = f":x: Run {_run(notice)} for {_who(notice)} failed. {why.what}"
-    if notice.missing:
-        never = ", ".join(mrkdwn.code(tool) for tool in notice.missing)
-        text += "\n" + mrkdwn.clip(f"*Never ran:* {never}", DETAIL_MAX)
+    # A required tool that ran and failed is in the evidence: say so, never "never ran".
+    tried = {item.tool for item in notice.evidence}
+    for label, tools in (("Never ran", [t for t in notice.missing if t not in tried]),
+                         ("Ran but did not succeed", [t for t in notice.missing if t in tried])):
+        if tools:
+            listed = ", ".join(mrkdwn.code(tool) for tool in tools)
+            text += "\n" + mrkdwn.clip(f"*{label}:* {listed}", DETAIL_MAX)
     paragraphs = [text, _detail(notice), *_what_happened(notice, most), _todo(why, notice)]
     return f"Run {_plain_run(notice)} failed", paragraphs
 

@@ -390,6 +390,18 @@ def test_run_notice__incomplete_names_what_never_ran() -> None:
     assert "*Never ran:* `complete_checkout`" in text
 
 
+def test_run_notice__incomplete_says_a_required_tool_that_ran_and_failed_did_not_succeed() -> None:
+    notice = notice_factory(
+        "failed", reason="incomplete", missing=["sign_cart", "complete_checkout"],
+        evidence=[EvidenceItem(tool="sign_cart", status="failed", fields={"cart_id": "C-9"})])
+
+    text = joined(cards.run_notice(notice))
+
+    assert "*Never ran:* `complete_checkout`" in text
+    assert "*Ran but did not succeed:* `sign_cart`" in text
+    assert "Never ran:* `sign_cart`" not in text
+
+
 def test_run_notice__unknown_failure_reason_still_reads_as_a_sentence() -> None:
     text = joined(cards.run_notice(notice_factory("failed", reason="disk_on_fire")))
 
