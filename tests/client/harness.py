@@ -17,6 +17,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from signoff_client import Run, Signoff
+
 from bot import ids
 from bot.sandbox import fake_slack, signing
 from tests.acceptance import replicas
@@ -111,3 +113,19 @@ async def served(db_url: str, tmp: Path, **env: str) -> AsyncIterator[Served]:
     async with replicas.cluster(db_url, tmp) as cluster:
         (replica,) = await cluster.start(1, **env)
         yield Served(cluster, replica, db_url, key)
+
+
+@asynccontextmanager
+async def started_run(served: Served, title: str) -> AsyncIterator[Run]:
+    """A new external run of the requester's on ``served``, with the client open for the block."""
+    async with Signoff(served.url, api_key=served.api_key) as so:
+        yield await so.start_run(requester=REQUESTER, title=title)
+
+
+async def diff_card(served: Served, first: fake_slack.Message) -> fake_slack.Message:
+    """The card posted after ``first`` for the same tool: the diff card of a changed call."""
+    async def posted() -> fake_slack.Message | None:
+        card = served.open_card("refund_order")
+        return card if card is not None and card.ts != first.ts else None
+
+    return await replicas.until(posted, timeout=30, what="the diff card")
