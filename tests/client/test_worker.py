@@ -1,0 +1,257 @@
+"""The resume worker end to end: each agent is a process that pauses and exits; `signoff-worker`,
+another process, resumes it once a person decides. One `signoff serve` for the module.
+
+Each test counts refunds in its payments file (the number a user cares about) and reads how
+the run ended from the API.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import pytest_asyncio
+from signoff_client import Signoff
+from standardwebhooks import Webhook
+
+from tests.acceptance import replicas
+from tests.client import harness
+from tests.client.refunds import Payments
+from tests.client.worker_procs import (
+    WorkerProcess,
+    cleared,
+    environment,
+    start_agent,
+    webhook_key,
+)
+from tests.conftest import PostgresServer
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+ADAPTERS = ["pydantic_ai", "openai_agents", "langgraph"]
+#: Long enough that only a long-poll or a webhook can wake the worker within a test.
+NO_RESCAN = "600"
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[harness.Served]:
+    tmp = tmp_path_factory.mktemp("worker-server")
+    async with harness.served(harness.sqlite_db(tmp), tmp) as server:
+        yield server
+
+
+async def run_info(served: harness.Served, run_id: str,
+                   api_key: str | None = None) -> dict[str, Any]:
+    async with Signoff(served.url, api_key=api_key or served.api_key) as so:
+        _, info = await so.api.request("GET", f"/runs/{run_id}")
+    assert isinstance(info, dict)
+    return info
+
+
+def pause_file(workdir: Path, run_id: str) -> Path:
+    return workdir / "paused" / f"{run_id}.json"
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_worker__resumes_the_exited_agent_once_and_a_replayed_pause_runs_nothing_again(
+        served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    paused = await start_agent(env, adapter, f"approve-{adapter}")
+    pause = pause_file(tmp_path, paused["run_id"])
+    kept = pause.read_bytes()
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await worker.logged("worker started")
+        await served.approve(await served.wait_for_card("refund_order"))
+        await cleared(pause, worker)  # woken by its long-poll: nothing else would, in time
+        assert await worker.stop() == 0, worker.output()
+        assert "worker stopped" in worker.output()
+
+        pause.write_bytes(kept)  # the same pause again, as if the first resume were lost
+        worker = WorkerProcess.start(env, tmp_path / "worker.log")
+        await cleared(pause, worker)
+        assert await worker.stop() == 0, worker.output()
+    finally:
+        worker.kill()
+
+    (refund,) = payments.refunds()
+    info = await run_info(served, paused["run_id"])
+    assert info["state"] == "answered"
+    assert refund["id"] in (info.get("answer") or ""), info
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_worker__a_decline_resumes_the_agent_without_running_the_tool(
+        served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    paused = await start_agent(env, adapter, f"decline-{adapter}")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await worker.logged("worker started")
+        await served.decline(await served.wait_for_card("refund_order"), "needs a manager")
+        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
+        log = await worker.logged(f"run {paused['run_id']} resumed")
+    finally:
+        worker.kill()
+
+    assert payments.refunds() == []
+    info = await run_info(served, paused["run_id"])
+    assert info["state"] == "failed", "refund_order never ran, so the run is not answered"
+    assert "needs a manager" in log or "needs a manager" in (info.get("answer") or "")
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+async def test_worker__an_approval_of_an_old_preview_gets_changed_and_runs_once_fresh(
+        served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    paused = await start_agent(env, adapter, f"changed-{adapter}")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await worker.logged("worker started")
+        first = await served.wait_for_card("refund_order")
+        payments.set_total("A-1", 25.0)
+        await served.approve(first)
+        second = await harness.diff_card(served, first)
+        assert payments.refunds() == [], "the approval of the old details ran nothing"
+        await served.approve(second)
+        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
+    finally:
+        worker.kill()
+
+    assert len(payments.refunds()) == 1
+    assert (await run_info(served, paused["run_id"]))["state"] == "answered"
+
+
+async def test_worker__killed_mid_wait_and_restarted_the_decision_lands_once(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    paused = await start_agent(env, "openai_agents", "killed-worker")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await worker.logged("worker started")
+        worker.kill()  # SIGKILL while it long-polls
+        await served.approve(await served.wait_for_card("refund_order"))
+        worker = WorkerProcess.start(env, tmp_path / "worker.log")
+        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
+    finally:
+        worker.kill()
+
+    assert len(payments.refunds()) == 1
+    assert (await run_info(served, paused["run_id"]))["state"] == "answered"
+
+
+async def test_worker__an_expired_call_resumes_the_agent_told_it_expired(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
+                      WORKER_TTL_MINUTES="0.05")
+    paused = await start_agent(env, "pydantic_ai", "expired")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
+        log = await worker.logged(f"run {paused['run_id']} resumed")
+    finally:
+        worker.kill()
+
+    assert payments.refunds() == []
+    assert (await run_info(served, paused["run_id"]))["reason"] == "suspension_expired"
+    assert "expired" in log
+
+
+async def test_worker__one_run_resumes_while_another_agent_raises_and_a_third_is_unregistered(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS="1",
+                      WORKER_ADAPTERS="pydantic_ai,openai_agents",
+                      WORKER_BROKEN="openai_agents")
+    orphan = await start_agent(env, "langgraph", "mixed-unregistered")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await worker.logged(f"run {orphan['run_id']} cannot be resumed: it is paused for "
+                            "agent 'refunds-lg' (langgraph), which this worker has not "
+                            "registered; left paused")
+        await served.decline(await served.wait_for_card("refund_order"), "not now")
+        broken = await start_agent(env, "openai_agents", "mixed-broken")
+        await served.approve(await served.wait_for_card("refund_order"))
+        await worker.logged(f"run {broken['run_id']}: resuming it with the openai_agents "
+                            "agent 'refunds-oai' failed; left paused")
+        healthy = await start_agent(env, "pydantic_ai", "mixed-healthy")
+        await served.approve(await served.wait_for_card("refund_order"))
+        await cleared(pause_file(tmp_path, healthy["run_id"]), worker)
+        assert await worker.stop() == 0, worker.output()
+    finally:
+        worker.kill()
+
+    assert pause_file(tmp_path, orphan["run_id"]).exists()
+    assert pause_file(tmp_path, broken["run_id"]).exists(), "a failed resume stays paused"
+    assert (await run_info(served, healthy["run_id"]))["state"] == "answered"
+
+
+async def test_worker__webhooks_wake_it_and_forged_or_stale_ones_are_refused(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    port = replicas.free_port()
+    hook = f"http://127.0.0.1:{port}/webhook"
+    key, secret = webhook_key(served, hook)
+    env = environment(served, tmp_path, api_key=key, WORKER_RESCAN_SECONDS=NO_RESCAN,
+                      SIGNOFF_WEBHOOK_SECRET=secret)
+    paused = await start_agent(env, "pydantic_ai", "webhooks")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log", "--webhook-port", str(port))
+    try:
+        await worker.logged("webhook receiver on")
+        body = json.dumps({"type": "call.decided", "timestamp": 0, "data": {
+            "run_id": paused["run_id"], "call_id": paused["calls"][0], "status": "approved"}})
+        now, old = datetime.now(UTC), datetime.now(UTC) - timedelta(hours=1)
+        async with httpx.AsyncClient() as http:
+            forged = await http.post(hook, content=body, headers={
+                "webhook-id": "msg_forged", "webhook-timestamp": str(int(now.timestamp())),
+                "webhook-signature": Webhook("whsec_" + "A" * 44).sign("msg_forged", now,
+                                                                     body)})
+            stale = await http.post(hook, content=body, headers={
+                "webhook-id": "msg_stale", "webhook-timestamp": str(int(old.timestamp())),
+                "webhook-signature": Webhook(secret).sign("msg_stale", old, body)})
+            unsigned = await http.post(hook, content=body)
+        assert [r.status_code for r in (forged, stale, unsigned)] == [401, 401, 401]
+        assert worker.output().count("webhook refused") == 3
+        assert payments.refunds() == [] and pause_file(tmp_path, paused["run_id"]).exists()
+
+        await served.approve(await served.wait_for_card("refund_order"))
+        await cleared(pause_file(tmp_path, paused["run_id"]), worker)  # only a webhook wakes it
+    finally:
+        worker.kill()
+
+    assert len(payments.refunds()) == 1
+    assert (await run_info(served, paused["run_id"], key))["state"] == "answered"
+
+
+@pytest.fixture
+def postgres_db(postgres_server: PostgresServer) -> str:
+    """A database at head (sync: the PostgreSQL helpers run their own event loop)."""
+    url = postgres_server.create_database()
+    harness.signoff_cli(url, "db", "upgrade")
+    return url
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def postgres_served(postgres_db: str, tmp_path: Path) -> AsyncIterator[harness.Served]:
+    async with harness.served(postgres_db, tmp_path) as server:
+        yield server
+
+
+@pytest.mark.postgres
+@pytest.mark.asyncio(loop_scope="function")
+async def test_worker__on_postgres_resumes_the_exited_agent_once(
+        postgres_served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    any_server = postgres_served
+    env = environment(any_server, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    paused = await start_agent(env, "langgraph", "postgres")
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        await worker.logged("worker started")
+        await any_server.approve(await any_server.wait_for_card("refund_order"))
+        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
+    finally:
+        worker.kill()
+    assert len(payments.refunds()) == 1
+    assert (await run_info(any_server, paused["run_id"]))["state"] == "answered"
