@@ -7,7 +7,10 @@ the run ended from the API.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -59,14 +62,15 @@ def pause_file(workdir: Path, run_id: str) -> Path:
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__resumes_the_exited_agent_once_and_a_replayed_pause_runs_nothing_again(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
+                      WORKER_ADAPTERS=adapter)
     paused = await start_agent(env, adapter, f"approve-{adapter}")
     pause = pause_file(tmp_path, paused["run_id"])
     kept = pause.read_bytes()
     worker = WorkerProcess.start(env, tmp_path / "worker.log")
     try:
         await worker.logged("worker started")
-        await served.approve(await served.wait_for_card("refund_order"))
+        await served.approve(await served.wait_for_card("refund_order", paused["run_id"]))
         await cleared(pause, worker)  # woken by its long-poll: nothing else would, in time
         assert await worker.stop() == 0, worker.output()
         assert "worker stopped" in worker.output()
@@ -87,12 +91,14 @@ async def test_worker__resumes_the_exited_agent_once_and_a_replayed_pause_runs_n
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__a_decline_resumes_the_agent_without_running_the_tool(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
+                      WORKER_ADAPTERS=adapter)
     paused = await start_agent(env, adapter, f"decline-{adapter}")
     worker = WorkerProcess.start(env, tmp_path / "worker.log")
     try:
         await worker.logged("worker started")
-        await served.decline(await served.wait_for_card("refund_order"), "needs a manager")
+        card = await served.wait_for_card("refund_order", paused["run_id"])
+        await served.decline(card, "needs a manager")
         await cleared(pause_file(tmp_path, paused["run_id"]), worker)
         log = await worker.logged(f"run {paused['run_id']} resumed")
     finally:
@@ -107,12 +113,13 @@ async def test_worker__a_decline_resumes_the_agent_without_running_the_tool(
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__an_approval_of_an_old_preview_gets_changed_and_runs_once_fresh(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
+    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
+                      WORKER_ADAPTERS=adapter)
     paused = await start_agent(env, adapter, f"changed-{adapter}")
     worker = WorkerProcess.start(env, tmp_path / "worker.log")
     try:
         await worker.logged("worker started")
-        first = await served.wait_for_card("refund_order")
+        first = await served.wait_for_card("refund_order", paused["run_id"])
         payments.set_total("A-1", 25.0)
         await served.approve(first)
         second = await harness.diff_card(served, first)
@@ -134,7 +141,7 @@ async def test_worker__killed_mid_wait_and_restarted_the_decision_lands_once(
     try:
         await worker.logged("worker started")
         worker.kill()  # SIGKILL while it long-polls
-        await served.approve(await served.wait_for_card("refund_order"))
+        await served.approve(await served.wait_for_card("refund_order", paused["run_id"]))
         worker = WorkerProcess.start(env, tmp_path / "worker.log")
         await cleared(pause_file(tmp_path, paused["run_id"]), worker)
     finally:
@@ -172,13 +179,14 @@ async def test_worker__one_run_resumes_while_another_agent_raises_and_a_third_is
         await worker.logged(f"run {orphan['run_id']} cannot be resumed: it is paused for "
                             "agent 'refunds-lg' (langgraph), which this worker has not "
                             "registered; left paused")
-        await served.decline(await served.wait_for_card("refund_order"), "not now")
+        card = await served.wait_for_card("refund_order", orphan["run_id"])
+        await served.decline(card, "not now")
         broken = await start_agent(env, "openai_agents", "mixed-broken")
-        await served.approve(await served.wait_for_card("refund_order"))
+        await served.approve(await served.wait_for_card("refund_order", broken["run_id"]))
         await worker.logged(f"run {broken['run_id']}: resuming it with the openai_agents "
                             "agent 'refunds-oai' failed; left paused")
         healthy = await start_agent(env, "pydantic_ai", "mixed-healthy")
-        await served.approve(await served.wait_for_card("refund_order"))
+        await served.approve(await served.wait_for_card("refund_order", healthy["run_id"]))
         await cleared(pause_file(tmp_path, healthy["run_id"]), worker)
         assert await worker.stop() == 0, worker.output()
     finally:
@@ -216,7 +224,7 @@ async def test_worker__webhooks_wake_it_and_forged_or_stale_ones_are_refused(
         assert worker.output().count("webhook refused") == 3
         assert payments.refunds() == [] and pause_file(tmp_path, paused["run_id"]).exists()
 
-        await served.approve(await served.wait_for_card("refund_order"))
+        await served.approve(await served.wait_for_card("refund_order", paused["run_id"]))
         await cleared(pause_file(tmp_path, paused["run_id"]), worker)  # only a webhook wakes it
     finally:
         worker.kill()
@@ -249,9 +257,53 @@ async def test_worker__on_postgres_resumes_the_exited_agent_once(
     worker = WorkerProcess.start(env, tmp_path / "worker.log")
     try:
         await worker.logged("worker started")
-        await any_server.approve(await any_server.wait_for_card("refund_order"))
+        await any_server.approve(await any_server.wait_for_card("refund_order", paused["run_id"]))
         await cleared(pause_file(tmp_path, paused["run_id"]), worker)
     finally:
         worker.kill()
     assert len(payments.refunds()) == 1
     assert (await run_info(any_server, paused["run_id"]))["state"] == "answered"
+
+
+async def test_example__the_worker_resumes_the_three_example_agents_after_they_exit(
+        served: harness.Served, tmp_path: Path) -> None:
+    env = environment(served, tmp_path, PYTHONPATH=str(replicas.REPO),
+                      REFUNDS_DEMO_FILE=str(tmp_path / "refunds-demo.json"),
+                      SIGNOFF_REQUESTER=harness.REQUESTER)
+    for kind in ADAPTERS:
+        started = await example("start", kind, env=env, cwd=tmp_path)
+        assert "paused on" in started, started
+    worker = WorkerProcess.start(env, tmp_path / "worker.log", cwd=tmp_path,
+                                 target="examples.worker:worker")
+    try:
+        await worker.logged("worker started")
+        cards = await replicas.until(lambda: _open_cards(served, len(ADAPTERS)), timeout=30,
+                                     what="the three cards")
+        for card in cards:
+            await served.approve(card)
+        await replicas.until(lambda: _count(worker, "the run is answered", 3), timeout=60,
+                             what="the three runs answered")
+        log = worker.output()
+    finally:
+        worker.kill()
+
+    refunds = json.loads((tmp_path / "refunds-demo.json").read_text())["refunds"]
+    assert len(refunds) == 3, log
+    assert not list((tmp_path / "paused").glob("*.json"))
+
+
+async def _open_cards(served: harness.Served, n: int) -> list[Any]:
+    cards = served.cards()
+    return cards if len(cards) >= n else []
+
+
+async def _count(worker: WorkerProcess, text: str, n: int) -> bool:
+    return worker.output().count(text) >= n
+
+
+async def example(*args: str, env: dict[str, str], cwd: Path) -> str:
+    done = await asyncio.to_thread(
+        subprocess.run, [sys.executable, "-m", "examples.worker", *args], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

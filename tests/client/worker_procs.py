@@ -48,8 +48,9 @@ class WorkerProcess:
     log: Path
 
     @classmethod
-    def start(cls, env: dict[str, str], log: Path, *args: str) -> WorkerProcess:
-        proc = subprocess.Popen([WORKER_COMMAND, TARGET, *args], cwd=replicas.REPO, env=env,
+    def start(cls, env: dict[str, str], log: Path, *args: str, cwd: Path = replicas.REPO,
+              target: str = TARGET) -> WorkerProcess:
+        proc = subprocess.Popen([WORKER_COMMAND, target, *args], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log.open("ab"),
                                 stderr=subprocess.STDOUT)
         return cls(proc, log)

@@ -79,9 +79,11 @@ class LangGraphGate:
         """Invoke the graph on ``config``'s thread and resume it on each decision until it
         ends; returns the graph's final state."""
         state = await self._invoke(graph, run, graph_input, config)
-        while calls := interrupted_calls(state):
-            state = await self._invoke(graph, run, await _decisions(run, calls), config)
-        return self._settle(run, config, state)
+        # Each pause is recorded as it happens, so a worker can take over if this process dies.
+        while isinstance(settled := self._settle(run, config, state), Paused):
+            command = await _decisions(run, settled.call_ids)
+            state = await self._invoke(graph, run, command, config)
+        return settled
 
     async def start(self, graph: Any, run: Run, graph_input: Any,
                     config: dict[str, Any]) -> Any:

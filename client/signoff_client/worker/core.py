@@ -19,7 +19,13 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from signoff_client import errors
-from signoff_client.adapters.pauses import BadPause, ListedPauses, PauseRecord, load_record
+from signoff_client.adapters.pauses import (
+    BadPause,
+    FilePauses,
+    ListedPauses,
+    PauseRecord,
+    load_record,
+)
 from signoff_client.client import Signoff
 from signoff_client.models import Call, CallStatus, RunInfo
 from signoff_client.runs import Run
@@ -127,6 +133,8 @@ class Worker:
         if record is None:
             return []  # resumed and cleared since the listing
         registered = _match(candidates, record)
+        if registered is None and _match(self.registered, record) is not None:
+            return []  # another store holds the same pauses; its own gate's pass takes it
         if registered is None:
             named = f"agent {record.agent!r}" if record.agent else "an unnamed agent"
             self._unresumable(run_id, f"it is paused for {named} ({record.adapter}), which "
@@ -209,9 +217,9 @@ class Worker:
 
     def _stores(self) -> list[tuple[ListedPauses, list[Registered]]]:
         """Each distinct pause store, with the registrations whose gates keep it."""
-        stores: dict[int, tuple[ListedPauses, list[Registered]]] = {}
+        stores: dict[object, tuple[ListedPauses, list[Registered]]] = {}
         for registered in self.registered:
-            stores.setdefault(id(registered.pauses), (registered.pauses, []))[1] \
+            stores.setdefault(_store_key(registered.pauses), (registered.pauses, []))[1] \
                 .append(registered)
         return list(stores.values())
 
@@ -230,6 +238,13 @@ class Worker:
         _, body = await self._api().request("GET", f"/runs/{run_id}/calls/{call_id}",
                                             params={"wait": wait})
         return Call.model_validate(body)
+
+
+def _store_key(pauses: ListedPauses) -> object:
+    """Two FilePauses on one directory are one store; any other store is itself."""
+    if isinstance(pauses, FilePauses):
+        return pauses.directory.resolve()
+    return id(pauses)
 
 
 def _match(candidates: list[Registered], record: PauseRecord) -> Registered | None:
