@@ -61,3 +61,20 @@ async def test_adapter__declined_is_told_to_the_model_with_the_reason_and_never_
 
     assert gated.output(result) == "tool said: Declined by the approver: needs a manager"
     assert payments.refunds() == []
+
+
+async def test_adapter__one_gate_resumes_two_runs_at_once_each_with_its_own_refund(
+        server: harness.Served, payments: Payments, gated: Gated) -> None:
+    async with harness.started_run(server, "First") as one, \
+            harness.started_run(server, "Second") as two:
+        for run in (one, two):
+            assert isinstance(await gated.gate.start(gated.agent, run, "refund A-1"), Paused)
+            await server.approve(await server.wait_for_card("refund_order", run.id))
+        results = await asyncio.wait_for(asyncio.gather(
+            gated.gate.resume(gated.agent, one), gated.gate.resume(gated.agent, two)), 60)
+
+    refunds = payments.refunds()
+    assert sorted(r["key"].split(":")[0] for r in refunds) == sorted([one.id, two.id])
+    told = [next(r["id"] for r in refunds if r["id"] in gated.output(result))
+            for result in results]
+    assert sorted(told) == sorted(r["id"] for r in refunds), "each run's agent saw its own"
