@@ -26,9 +26,11 @@ from tests.acceptance import replicas
 from tests.client import harness
 from tests.client.refunds import Payments
 from tests.client.worker_procs import (
+    NO_RESCAN,
     WorkerProcess,
     cleared,
     environment,
+    paused_agent_and_worker,
     start_agent,
     webhook_key,
 )
@@ -36,8 +38,6 @@ from tests.conftest import PostgresServer
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 ADAPTERS = ["pydantic_ai", "openai_agents", "langgraph"]
-#: Long enough that only a long-poll or a webhook can wake the worker within a test.
-NO_RESCAN = "600"
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -62,28 +62,20 @@ def pause_file(workdir: Path, run_id: str) -> Path:
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__resumes_the_exited_agent_once_and_a_replayed_pause_runs_nothing_again(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
-                      WORKER_ADAPTERS=adapter)
-    paused = await start_agent(env, adapter, f"approve-{adapter}")
-    pause = pause_file(tmp_path, paused["run_id"])
-    kept = pause.read_bytes()
-    worker = WorkerProcess.start(env, tmp_path / "worker.log")
-    try:
-        await worker.logged("worker started")
-        await served.approve(await served.wait_for_card("refund_order", paused["run_id"]))
-        await cleared(pause, worker)  # woken by its long-poll: nothing else would, in time
-        assert await worker.stop() == 0, worker.output()
-        assert "worker stopped" in worker.output()
+    async with paused_agent_and_worker(served, tmp_path, adapter, f"approve-{adapter}") as it:
+        kept = it.pause.read_bytes()
+        await served.approve(await it.card())
+        await it.resumed()  # woken by its long-poll: nothing else would, in time
+        assert await it.worker.stop() == 0, it.worker.output()
+        assert "worker stopped" in it.worker.output()
 
-        pause.write_bytes(kept)  # the same pause again, as if the first resume were lost
-        worker = WorkerProcess.start(env, tmp_path / "worker.log")
-        await cleared(pause, worker)
-        assert await worker.stop() == 0, worker.output()
-    finally:
-        worker.kill()
+        it.pause.write_bytes(kept)  # the same pause again, as if the first resume were lost
+        it.restart()
+        await it.resumed()
+        assert await it.worker.stop() == 0, it.worker.output()
+        info = await it.run_info()
 
     (refund,) = payments.refunds()
-    info = await run_info(served, paused["run_id"])
     assert info["state"] == "answered"
     assert refund["id"] in (info.get("answer") or ""), info
 
@@ -91,21 +83,13 @@ async def test_worker__resumes_the_exited_agent_once_and_a_replayed_pause_runs_n
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__a_decline_resumes_the_agent_without_running_the_tool(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
-                      WORKER_ADAPTERS=adapter)
-    paused = await start_agent(env, adapter, f"decline-{adapter}")
-    worker = WorkerProcess.start(env, tmp_path / "worker.log")
-    try:
-        await worker.logged("worker started")
-        card = await served.wait_for_card("refund_order", paused["run_id"])
-        await served.decline(card, "needs a manager")
-        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
-        log = await worker.logged(f"run {paused['run_id']} resumed")
-    finally:
-        worker.kill()
+    async with paused_agent_and_worker(served, tmp_path, adapter, f"decline-{adapter}") as it:
+        await served.decline(await it.card(), "needs a manager")
+        await it.resumed()
+        log = await it.worker.logged(f"run {it.run_id} resumed")
+        info = await it.run_info()
 
     assert payments.refunds() == []
-    info = await run_info(served, paused["run_id"])
     assert info["state"] == "failed", "refund_order never ran, so the run is not answered"
     assert "needs a manager" in log or "needs a manager" in (info.get("answer") or "")
 
@@ -113,59 +97,44 @@ async def test_worker__a_decline_resumes_the_agent_without_running_the_tool(
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__an_approval_of_an_old_preview_gets_changed_and_runs_once_fresh(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
-                      WORKER_ADAPTERS=adapter)
-    paused = await start_agent(env, adapter, f"changed-{adapter}")
-    worker = WorkerProcess.start(env, tmp_path / "worker.log")
-    try:
-        await worker.logged("worker started")
-        first = await served.wait_for_card("refund_order", paused["run_id"])
+    async with paused_agent_and_worker(served, tmp_path, adapter, f"changed-{adapter}") as it:
+        first = await it.card()
         payments.set_total("A-1", 25.0)
         await served.approve(first)
         second = await harness.diff_card(served, first)
         assert payments.refunds() == [], "the approval of the old details ran nothing"
         await served.approve(second)
-        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
-    finally:
-        worker.kill()
+        await it.resumed()
+        info = await it.run_info()
 
     assert len(payments.refunds()) == 1
-    assert (await run_info(served, paused["run_id"]))["state"] == "answered"
+    assert info["state"] == "answered"
 
 
 async def test_worker__killed_mid_wait_and_restarted_the_decision_lands_once(
         served: harness.Served, payments: Payments, tmp_path: Path) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
-    paused = await start_agent(env, "openai_agents", "killed-worker")
-    worker = WorkerProcess.start(env, tmp_path / "worker.log")
-    try:
-        await worker.logged("worker started")
-        worker.kill()  # SIGKILL while it long-polls
-        await served.approve(await served.wait_for_card("refund_order", paused["run_id"]))
-        worker = WorkerProcess.start(env, tmp_path / "worker.log")
-        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
-    finally:
-        worker.kill()
+    async with paused_agent_and_worker(served, tmp_path, "openai_agents", "killed") as it:
+        it.worker.kill()  # SIGKILL while it long-polls
+        await served.approve(await it.card())
+        it.restart()
+        await it.resumed()
+        info = await it.run_info()
 
     assert len(payments.refunds()) == 1
-    assert (await run_info(served, paused["run_id"]))["state"] == "answered"
+    assert info["state"] == "answered"
 
 
 async def test_worker__an_expired_call_resumes_the_agent_told_it_expired(
         served: harness.Served, payments: Payments, tmp_path: Path) -> None:
-    env = environment(served, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN,
-                      WORKER_TTL_MINUTES="0.05")
-    paused = await start_agent(env, "pydantic_ai", "expired")
-    worker = WorkerProcess.start(env, tmp_path / "worker.log")
-    try:
-        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
-        log = await worker.logged(f"run {paused['run_id']} resumed")
-    finally:
-        worker.kill()
+    async with paused_agent_and_worker(served, tmp_path, "pydantic_ai", "expired",
+                                       WORKER_TTL_MINUTES="0.05") as it:
+        await it.resumed()
+        log = await it.worker.logged(f"run {it.run_id} resumed")
+        info = await it.run_info()
 
     assert payments.refunds() == []
-    assert (await run_info(served, paused["run_id"]))["reason"] == "suspension_expired"
-    assert "expired" in log
+    assert info["reason"] == "suspension_expired"
+    assert "the approval request expired before anyone decided" in log
 
 
 async def test_worker__one_run_resumes_while_another_agent_raises_and_a_third_is_unregistered(
@@ -251,18 +220,13 @@ async def postgres_served(postgres_db: str, tmp_path: Path) -> AsyncIterator[har
 @pytest.mark.asyncio(loop_scope="function")
 async def test_worker__on_postgres_resumes_the_exited_agent_once(
         postgres_served: harness.Served, payments: Payments, tmp_path: Path) -> None:
-    any_server = postgres_served
-    env = environment(any_server, tmp_path, WORKER_RESCAN_SECONDS=NO_RESCAN)
-    paused = await start_agent(env, "langgraph", "postgres")
-    worker = WorkerProcess.start(env, tmp_path / "worker.log")
-    try:
-        await worker.logged("worker started")
-        await any_server.approve(await any_server.wait_for_card("refund_order", paused["run_id"]))
-        await cleared(pause_file(tmp_path, paused["run_id"]), worker)
-    finally:
-        worker.kill()
+    async with paused_agent_and_worker(postgres_served, tmp_path, "langgraph", "pg") as it:
+        await postgres_served.approve(await it.card())
+        await it.resumed()
+        info = await it.run_info()
+
     assert len(payments.refunds()) == 1
-    assert (await run_info(any_server, paused["run_id"]))["state"] == "answered"
+    assert info["state"] == "answered"
 
 
 async def test_example__the_worker_resumes_the_three_example_agents_after_they_exit(

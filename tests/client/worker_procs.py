@@ -12,9 +12,13 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from signoff_client import Signoff
 
 from tests.acceptance import replicas
 from tests.client import harness
@@ -96,3 +100,59 @@ def webhook_key(served: harness.Served, url: str) -> tuple[str, str]:
     key, secret = harness.KEY_PATTERN.search(printed), WHSEC_PATTERN.search(printed)
     assert key and secret, f"no key or secret in: {printed!r}"
     return key.group(0), secret.group(0)
+
+
+#: Long enough that only a long-poll or a webhook can wake the worker within a test.
+NO_RESCAN = "600"
+
+
+@dataclass
+class Scene:
+    """One agent that paused and exited, and the worker process that resumes it."""
+
+    served: harness.Served
+    env: dict[str, str]
+    paused: dict[str, Any]
+    worker: WorkerProcess
+    workdir: Path
+
+    @property
+    def run_id(self) -> str:
+        return str(self.paused["run_id"])
+
+    @property
+    def pause(self) -> Path:
+        return self.workdir / "paused" / f"{self.run_id}.json"
+
+    def restart(self) -> None:
+        self.worker.kill()
+        self.worker = WorkerProcess.start(self.env, self.workdir / "worker.log")
+
+    async def card(self) -> Any:
+        return await self.served.wait_for_card("refund_order", self.run_id)
+
+    async def resumed(self) -> None:
+        await cleared(self.pause, self.worker)
+
+    async def run_info(self) -> dict[str, Any]:
+        async with Signoff(self.served.url, api_key=self.env["SIGNOFF_API_KEY"]) as so:
+            _, info = await so.api.request("GET", f"/runs/{self.run_id}")
+        assert isinstance(info, dict)
+        return info
+
+
+@asynccontextmanager
+async def paused_agent_and_worker(served: harness.Served, workdir: Path, adapter: str,
+                                  run_key: str, **settings: str) -> AsyncIterator[Scene]:
+    """The agent run to its pause (it exits), then the worker started, registering only that
+    adapter and long-polling (no rescan within the test); killed at the end."""
+    env = environment(served, workdir, WORKER_RESCAN_SECONDS=NO_RESCAN,
+                      WORKER_ADAPTERS=adapter, **settings)
+    paused = await start_agent(env, adapter, run_key)
+    scene = Scene(served, env, paused, WorkerProcess.start(env, workdir / "worker.log"),
+                  workdir)
+    try:
+        await scene.worker.logged("worker started")
+        yield scene
+    finally:
+        scene.worker.kill()

@@ -32,7 +32,7 @@ from langgraph.types import Command, interrupt
 
 from signoff_client import errors
 from signoff_client.adapters.pauses import Paused as Paused
-from signoff_client.adapters.pauses import PauseRecord, Pauses, load_record
+from signoff_client.adapters.pauses import Pauses, PausingGate
 from signoff_client.context import current_run
 from signoff_client.models import CallStatus, JsonObject
 from signoff_client.rounds import Ask, Round, decision
@@ -43,19 +43,20 @@ from signoff_client.tools import EvidenceFn, ExecuteFn, GuardFn, PreviewFn, Reco
 PAYLOAD_KEY = "signoff_call"
 
 
-class LangGraphGate:
+class LangGraphGate(PausingGate):
     """Gated tool calls inside LangGraph nodes, and resuming threads on signoff's decisions.
 
     With ``pauses``, each interrupted thread gets a pause record (the thread's config and the
-    interrupted call ids, under ``name``) so a resume worker can find the waiting threads;
-    ``ttl_minutes`` is how long each card waits (None: the server's default).
+    interrupted call ids) so a resume worker can find the waiting threads. ``name`` and
+    ``ttl_minutes``: see ``PausingGate``.
     """
 
     ADAPTER = "langgraph"
+    PAUSED = "paused LangGraph thread: pass its config, or give the gate a pauses store"
 
     def __init__(self, pauses: Pauses | None = None, *, name: str | None = None,
                  ttl_minutes: float | None = None) -> None:
-        self.pauses, self.name, self.ttl_minutes = pauses, name, ttl_minutes
+        super().__init__(pauses, name=name, ttl_minutes=ttl_minutes)
 
     async def call(self, tool: str, args: JsonObject, *, execute: ExecuteFn,
                    call_id: str | None = None, preview: PreviewFn | None = None,
@@ -111,10 +112,7 @@ class LangGraphGate:
         return self._settle(run, config, state)
 
     def _paused_thread(self, run: Run) -> tuple[dict[str, Any], list[str]]:
-        record = load_record(self.pauses, run.id) if self.pauses is not None else None
-        if record is None or record.adapter != self.ADAPTER:
-            raise errors.SignoffError(f"run {run.id} has no paused LangGraph thread: pass "
-                                      "its config, or give the gate a pauses store")
+        record = self._pause_of(run)
         return {"configurable": dict(record.state["configurable"])}, list(record.calls)
 
     async def _invoke(self, graph: Any, run: Run, graph_input: Any,
@@ -128,14 +126,9 @@ class LangGraphGate:
     def _settle(self, run: Run, config: dict[str, Any], state: Any) -> Any:
         calls = interrupted_calls(state)
         if not calls:
-            if self.pauses is not None:
-                self.pauses.clear(run.id)
+            self._ended(run)
             return state
-        if self.pauses is not None:
-            self.pauses.save(run.id, PauseRecord(
-                run_id=run.id, adapter=self.ADAPTER, agent=self.name, calls=calls,
-                requires=run.requires, state={"configurable": _thread(config)}).to_bytes())
-        return Paused(run.id, calls)
+        return self._paused_on(run, calls, {"configurable": _thread(config)})
 
 
 async def _decisions(run: Run, calls: list[str], *, wait: bool = True) -> Command[Any] | None:

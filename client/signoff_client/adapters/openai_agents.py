@@ -30,7 +30,7 @@ from agents.tool_context import ToolContext
 
 from signoff_client import errors
 from signoff_client.adapters.pauses import Paused as Paused
-from signoff_client.adapters.pauses import PauseRecord, Pauses, load_record
+from signoff_client.adapters.pauses import Pauses, PausingGate
 from signoff_client.context import current_run
 from signoff_client.models import Call, CallStatus
 from signoff_client.rounds import Ask, Round, decision
@@ -38,18 +38,15 @@ from signoff_client.runs import Run
 from signoff_client.tools import EvidenceFn, GuardFn, PreviewFn, ReconcileFn, Tool
 
 
-class OpenAIAgentsGate:
+class OpenAIAgentsGate(PausingGate):
     """Gated tools for an OpenAI Agents SDK agent, and the pause/resume around decisions.
+    ``name`` and ``ttl_minutes``: see ``PausingGate``."""
 
-    ``name`` goes into each pause record, so a resume worker knows which agent to resume it
-    with; ``ttl_minutes`` is how long each card waits (None: the server's default).
-    """
-
-    ADAPTER = "openai_agents"
+    ADAPTER, PAUSED = "openai_agents", "paused OpenAI Agents run"
 
     def __init__(self, pauses: Pauses, *, name: str | None = None,
                  ttl_minutes: float | None = None) -> None:
-        self.pauses, self.name, self.ttl_minutes = pauses, name, ttl_minutes
+        super().__init__(pauses, name=name, ttl_minutes=ttl_minutes)
         self.gates: dict[str, Tool] = {}
 
     def tool(self, *, name: str | None = None, preview: PreviewFn | None = None,
@@ -102,9 +99,7 @@ class OpenAIAgentsGate:
                      **options: Any) -> RunResult | Paused:
         """Continue a paused agent with the decisions; with ``wait=False`` return ``Paused``
         at once while any call is still pending (for a worker that comes back later)."""
-        record = load_record(self.pauses, run.id)
-        if record is None or record.adapter != self.ADAPTER:
-            raise errors.SignoffError(f"run {run.id} has no paused OpenAI Agents run")
+        record = self._pause_of(run)
         calls = {call_id: await decision(run.api, run.id, call_id, wait=wait)
                  for call_id in record.calls}
         if any(call.status is CallStatus.pending for call in calls.values()):
@@ -121,7 +116,7 @@ class OpenAIAgentsGate:
 
     async def _settle(self, run: Run, result: RunResult) -> RunResult | Paused:
         if not result.interruptions:
-            self.pauses.clear(run.id)
+            self._ended(run)
             return result
         call_ids = []
         for item in result.interruptions:
@@ -131,11 +126,7 @@ class OpenAIAgentsGate:
                       args=json.loads(item.arguments or "{}"), ttl_minutes=self.ttl_minutes)
             await Round(run.api, ask).request()
             call_ids.append(call_id)
-        record = PauseRecord(run_id=run.id, adapter=self.ADAPTER, agent=self.name,
-                             calls=call_ids, requires=run.requires,
-                             state={"state": result.to_state().to_json()})
-        self.pauses.save(run.id, record.to_bytes())
-        return Paused(run.id, call_ids)
+        return self._paused_on(run, call_ids, {"state": result.to_state().to_json()})
 
 
 async def _run_as(run: Run, agent: Agent[Any], input: Any, **options: Any) -> RunResult:

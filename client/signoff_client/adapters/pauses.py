@@ -15,7 +15,10 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
+
+from signoff_client import errors
+from signoff_client.runs import Run
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -88,6 +91,39 @@ class PauseRecord:
 def load_record(pauses: Pauses, run_id: str) -> PauseRecord | None:
     stored = pauses.load(run_id)
     return PauseRecord.from_bytes(run_id, stored) if stored is not None else None
+
+
+class PausingGate:
+    """What a gate keeps its pauses with.
+
+    ``name`` goes into each pause record, so a resume worker knows which agent to resume it
+    with; ``ttl_minutes`` is how long each card waits (None: the server's default).
+    """
+
+    ADAPTER: ClassVar[str]  #: the adapter's name in its records
+    PAUSED: ClassVar[str]  #: what a paused run of the adapter is called, for errors
+
+    def __init__(self, pauses: Pauses | None, *, name: str | None = None,
+                 ttl_minutes: float | None = None) -> None:
+        self.pauses, self.name, self.ttl_minutes = pauses, name, ttl_minutes
+
+    def _paused_on(self, run: Run, calls: list[str], state: dict[str, Any]) -> Paused:
+        """Record the pause (with a store) and say so."""
+        if self.pauses is not None:
+            self.pauses.save(run.id, PauseRecord(
+                run_id=run.id, adapter=self.ADAPTER, agent=self.name, calls=calls,
+                requires=run.requires, state=state).to_bytes())
+        return Paused(run.id, calls)
+
+    def _pause_of(self, run: Run) -> PauseRecord:
+        record = load_record(self.pauses, run.id) if self.pauses is not None else None
+        if record is None or record.adapter != self.ADAPTER:
+            raise errors.SignoffError(f"run {run.id} has no {self.PAUSED}")
+        return record
+
+    def _ended(self, run: Run) -> None:
+        if self.pauses is not None:
+            self.pauses.clear(run.id)
 
 
 class FilePauses:

@@ -35,7 +35,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from signoff_client import errors
 from signoff_client.adapters.pauses import Paused as Paused
-from signoff_client.adapters.pauses import PauseRecord, Pauses, load_record
+from signoff_client.adapters.pauses import Pauses, PausingGate
 from signoff_client.context import current_run
 from signoff_client.models import Call, CallStatus
 from signoff_client.rounds import Ask, Round, decision
@@ -77,18 +77,15 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
             return f"Not run: {refusal}"
 
 
-class PydanticAIGate(Generic[AgentDepsT]):
+class PydanticAIGate(PausingGate, Generic[AgentDepsT]):
     """Gated tools for a Pydantic AI agent, and the pause/resume around signoff's decisions.
+    ``name`` and ``ttl_minutes``: see ``PausingGate``."""
 
-    ``name`` goes into each pause record, so a resume worker knows which agent to resume it
-    with; ``ttl_minutes`` is how long each card waits (None: the server's default).
-    """
-
-    ADAPTER = "pydantic_ai"
+    ADAPTER, PAUSED = "pydantic_ai", "paused Pydantic AI agent"
 
     def __init__(self, pauses: Pauses, *, name: str | None = None,
                  ttl_minutes: float | None = None) -> None:
-        self.pauses, self.name, self.ttl_minutes = pauses, name, ttl_minutes
+        super().__init__(pauses, name=name, ttl_minutes=ttl_minutes)
         self.functions: FunctionToolset[AgentDepsT] = FunctionToolset()
         self.toolset: SignoffToolset[AgentDepsT] = SignoffToolset(wrapped=self.functions)
 
@@ -128,9 +125,7 @@ class PydanticAIGate(Generic[AgentDepsT]):
                      **options: Any) -> AgentRunResult[Any] | Paused:
         """Continue a paused agent with the decisions; with ``wait=False`` return ``Paused``
         at once while any call is still pending (for a worker that comes back later)."""
-        record = load_record(self.pauses, run.id)
-        if record is None or record.adapter != self.ADAPTER:
-            raise errors.SignoffError(f"run {run.id} has no paused Pydantic AI agent")
+        record = self._pause_of(run)
         calls = [await decision(run.api, run.id, call_id, wait=wait)
                  for call_id in record.calls]
         if any(call.status is CallStatus.pending for call in calls):
@@ -147,7 +142,7 @@ class PydanticAIGate(Generic[AgentDepsT]):
 
     async def _settle(self, run: Run, result: AgentRunResult[Any]) -> AgentRunResult[Any] | Paused:
         if not isinstance(result.output, DeferredToolRequests):
-            self.pauses.clear(run.id)
+            self._ended(run)
             return result
         call_ids = []
         for part in result.output.approvals:
@@ -156,11 +151,7 @@ class PydanticAIGate(Generic[AgentDepsT]):
             await Round(run.api, Ask(run_id=run.id, call_id=part.tool_call_id, tool=gate,
                                      args=args, ttl_minutes=self.ttl_minutes)).request()
             call_ids.append(part.tool_call_id)
-        record = PauseRecord(run_id=run.id, adapter=self.ADAPTER, agent=self.name,
-                             calls=call_ids, requires=run.requires,
-                             state={"messages": result.all_messages_json().decode()})
-        self.pauses.save(run.id, record.to_bytes())
-        return Paused(run.id, call_ids)
+        return self._paused_on(run, call_ids, {"messages": result.all_messages_json().decode()})
 
 
 def _results(calls: list[Call]) -> DeferredToolResults:
