@@ -2,13 +2,14 @@
 
 Call ``gate.call(...)`` inside a node instead of running a sensitive tool directly. The
 first time through, it asks signoff and interrupts the graph with the call (LangGraph's own
-pause; the checkpointer keeps the thread, so the process may exit). ``gate.resume`` waits
-for the decision and resumes the thread with ``Command(resume=...)``. LangGraph then runs
-the node again from its start, as it always does; ``gate.call`` finds the call decided and
-runs the tool only through signoff's execution claim, so it runs once however often the node
-re-executes, and an approval of details that have since changed is answered ``changed``
-(the call then waits for the fresh decision on the diff card). A decline, an expiry or a
-block raises ``Declined``, ``Expired`` or ``Blocked`` in the node.
+pause; the checkpointer keeps the thread, so the process may exit: ``gate.start`` returns
+``Paused``, and with a pauses store the thread is recorded for a resume worker).
+``gate.resume`` waits for the decision and resumes the thread with ``Command(resume=...)``.
+LangGraph then runs the node again from its start, as it always does; ``gate.call`` finds the
+call decided and runs the tool only through signoff's execution claim, so it runs once however
+often the node re-executes, and an approval of details that have since changed is answered
+``changed`` (the call then waits for the fresh decision on the diff card). A decline, an
+expiry or a block raises ``Declined``, ``Expired`` or ``Blocked`` in the node.
 
     gate = LangGraphGate(FilePauses("./paused"), name="refunds")   # pauses: for a worker
 

@@ -77,10 +77,15 @@ class PauseRecord:
         if not isinstance(stored, dict) or not isinstance(stored.get("calls"), list):
             raise BadPause(f"the pause of run {run_id} has no list of calls")
         if "version" in stored:
-            return cls(run_id=str(stored.get("run_id") or run_id),
-                       adapter=str(stored["adapter"]), agent=stored.get("agent"),
-                       calls=[str(c) for c in stored["calls"]], state=dict(stored["state"]),
-                       requires=[str(t) for t in stored.get("requires") or []])
+            try:
+                return cls(run_id=str(stored.get("run_id") or run_id),
+                           adapter=str(stored["adapter"]), agent=stored.get("agent"),
+                           calls=[str(c) for c in stored["calls"]],
+                           state=dict(stored["state"]),
+                           requires=[str(t) for t in stored.get("requires") or []])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BadPause(f"the pause of run {run_id} is not a pause record "
+                               f"({type(exc).__name__}: {exc})") from None
         # The first format: the adapter's state at the top level, no agent named.
         adapter = "pydantic_ai" if "messages" in stored else "openai_agents"
         return cls(run_id=run_id, adapter=adapter, agent=None,
@@ -143,8 +148,10 @@ class FilePauses:
         os.replace(tmp, path)
 
     def load(self, run_id: str) -> bytes | None:
-        path = self._path(run_id)
-        return path.read_bytes() if path.exists() else None
+        try:
+            return self._path(run_id).read_bytes()
+        except FileNotFoundError:
+            return None  # never paused, or resumed and cleared
 
     def clear(self, run_id: str) -> None:
         self._path(run_id).unlink(missing_ok=True)

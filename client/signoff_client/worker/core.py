@@ -98,7 +98,12 @@ class Worker:
         try:
             while not self._stopping.is_set():
                 self._wake.clear()
-                pending = await self.run_pass()
+                try:
+                    pending = await self.run_pass()
+                except Exception:  # the loop's boundary (a store that failed to list, say)
+                    log.exception("worker pass failed; passing again after the wait",
+                                  extra={"action": "worker_pass_failed"})
+                    pending = []
                 await self._wait(pending, long_poll=not webhooks)
         finally:
             await self._finish_active()
@@ -169,6 +174,10 @@ class Worker:
                      run_id, registered.label(), run.info.state, run.answer[:200],
                      extra={"action": "worker_resumed", "run_id": run_id,
                             "state": run.info.state})
+        except errors.Unavailable as exc:
+            log.warning("run %s: signoff was unreachable while resuming it (%s); left paused, "
+                        "tried again next pass", run_id, exc,
+                        extra={"action": "worker_resume_unreachable", "run_id": run_id})
         except Exception as exc:  # one run's failure must not stop the others
             self.failed[run_id] = f"{type(exc).__name__}: {exc}"
             log.exception("run %s: resuming it with the %s failed; left paused, tried again "
