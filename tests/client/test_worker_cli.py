@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -67,3 +68,17 @@ def test_worker__imports_no_server_package_and_only_the_registered_framework(
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_worker_cli__a_webhook_port_in_use_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = worker_command(TARGET, "--webhook-port", str(port), SIGNOFF_URL="http://x",
+                              SIGNOFF_API_KEY="k", WORKER_TEST_DIR=str(tmp_path),
+                              WORKER_ADAPTERS="pydantic_ai",
+                              SIGNOFF_WEBHOOK_SECRET="whsec_" + "A" * 44)
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"error: --webhook-port {port}: cannot listen on 127.0.0.1"), line

@@ -142,7 +142,11 @@ async def serve(target: Any, url: str, api_key: str, webhook_port: int | None,
         from signoff_client.worker.webhooks import WebhookReceiver
 
         receiver = WebhookReceiver(secret, worker.wake, host=webhook_host, port=webhook_port)
-        await receiver.start()
+        try:
+            await receiver.start()
+        except OSError as exc:
+            fail(f"--webhook-port {webhook_port}: cannot listen on {webhook_host} ({exc})",
+                 EXIT_FAILED)
         try:
             await worker.serve(so, webhooks=True)
         finally:
