@@ -20,6 +20,7 @@ import httpx
 import pytest
 import pytest_asyncio
 from signoff_client import Signoff
+from signoff_client.adapters.pauses import FilePauses, PauseRecord
 from standardwebhooks import Webhook
 
 from tests.acceptance import replicas
@@ -137,14 +138,19 @@ async def test_worker__an_expired_call_resumes_the_agent_told_it_expired(
     assert "the approval request expired before anyone decided" in log
 
 
-async def test_worker__one_run_resumes_while_another_agent_raises_and_a_third_is_unregistered(
+async def test_worker__one_run_resumes_while_others_raise_have_no_agent_or_no_run(
         served: harness.Served, payments: Payments, tmp_path: Path) -> None:
     env = environment(served, tmp_path, WORKER_RESCAN_SECONDS="1",
                       WORKER_ADAPTERS="pydantic_ai,openai_agents",
                       WORKER_BROKEN="openai_agents")
     orphan = await start_agent(env, "langgraph", "mixed-unregistered")
+    gone = PauseRecord(run_id="run_gone", adapter="pydantic_ai", agent="refunds-pai",
+                       calls=["c1"], state={"messages": "[]"})
+    FilePauses(tmp_path / "paused").save(gone.run_id, gone.to_bytes())
     worker = WorkerProcess.start(env, tmp_path / "worker.log")
     try:
+        await worker.logged("run run_gone cannot be resumed: signoff has no such run or call "
+                            "for this worker's API key; left paused")
         await worker.logged(f"run {orphan['run_id']} cannot be resumed: it is paused for "
                             "agent 'refunds-lg' (langgraph), which this worker has not "
                             "registered; left paused")

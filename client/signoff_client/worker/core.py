@@ -148,8 +148,13 @@ class Worker:
         try:
             calls = [await self._call(run_id, call_id) for call_id in record.calls]
         except errors.SignoffError as exc:
-            log.warning("run %s: its calls could not be read (%s); looked at again next pass",
-                        run_id, exc, extra={"action": "worker_read_failed", "run_id": run_id})
+            if isinstance(exc, errors.ApiError) and exc.status == 404:
+                self._unresumable(run_id, "signoff has no such run or call for this "
+                                          "worker's API key; left paused")
+            else:
+                log.warning("run %s: its calls could not be read (%s); looked at again next "
+                            "pass", run_id, exc,
+                            extra={"action": "worker_read_failed", "run_id": run_id})
             return []
         waiting = [(run_id, c.call_id) for c in calls if c.status is CallStatus.pending]
         if not waiting:
