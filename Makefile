@@ -18,7 +18,7 @@ help: ## List the targets.
 install: ## Create the venv (.venv) and install signoff with its dev extras, editable.
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(VENV)/bin/python -m pip install -e '.[dev]' -e './client[pydantic-ai,openai-agents,langgraph,mcp]'
+	$(VENV)/bin/python -m pip install -e '.[dev]' -e './client[pydantic-ai,openai-agents,langgraph,mcp,worker]'
 
 lint: ## ruff check.
 	$(VENV)/bin/ruff check .

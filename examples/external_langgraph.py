@@ -20,10 +20,13 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from signoff_client import NotApproved, Signoff
 from signoff_client.adapters.langgraph import LangGraphGate
+from signoff_client.adapters.pauses import FilePauses
 
 from examples.external_refunds import check_refund, find_refund, refund_order, render_refund
 
-gate = LangGraphGate()
+# The pause records are what a resume worker (examples/worker.py) finds the waiting threads by.
+gate = LangGraphGate(FilePauses("paused"), name="refunds-langgraph")
+CHECKPOINTS = "refunds-graph.db"
 
 
 class Ticket(TypedDict, total=False):
@@ -41,18 +44,21 @@ async def refund_node(ticket: Ticket) -> Ticket:
     return {"outcome": f"Refunded ${refund['amount']:.2f} ({refund['id']})."}
 
 
-# langgraph's add_node overloads do not match an async node on a total=False TypedDict under
-# mypy, though LangGraph runs it as documented; the ignore in main() is for that alone.
+def graph_builder() -> StateGraph[Ticket]:
+    builder = StateGraph(Ticket)
+    # langgraph's add_node overloads do not match an async node on a total=False TypedDict
+    # under mypy, though LangGraph runs it as documented.
+    builder.add_node("refund", refund_node)  # type: ignore[call-overload]
+    builder.add_edge(START, "refund")
+    builder.add_edge("refund", END)
+    return builder
 
 
 async def main() -> None:
-    builder = StateGraph(Ticket)
-    builder.add_node("refund", refund_node)  # type: ignore[call-overload]  # see below
-    builder.add_edge(START, "refund")
-    builder.add_edge("refund", END)
+    builder = graph_builder()
     config: dict[str, Any] = {"configurable": {"thread_id": "ticket-4411"}}
     url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
-    async with AsyncSqliteSaver.from_conn_string("refunds-graph.db") as saver, \
+    async with AsyncSqliteSaver.from_conn_string(CHECKPOINTS) as saver, \
             Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so, so.run(
                 requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
                 title="Refund for ticket 4411 (LangGraph)", idempotency_key="lg-ticket-4411",

@@ -10,6 +10,7 @@ against the sandbox as ``examples/external_refunds.py`` says (same key), with::
 
 The model is scripted (a ``Model`` that asks for one refund, then reports what the tool
 said), so the example needs no OpenAI key and sends nothing out; put any model in its place.
+``examples/worker.py`` runs the same agent with a resume worker, so nothing waits here.
 """
 
 from __future__ import annotations
@@ -55,12 +56,16 @@ class ScriptedModel(Model):
         raise NotImplementedError
 
 
-async def main() -> None:
+def build() -> tuple[OpenAIAgentsGate, Agent[Any]]:
     agents.set_tracing_disabled(True)
-    gate = OpenAIAgentsGate(FilePauses("paused"))
+    gate = OpenAIAgentsGate(FilePauses("paused"), name="refunds-openai-agents")
     refund = gate.tool(preview=render_refund, guard=check_refund,
                        reconcile=find_refund)(refund_order)
-    agent = Agent(name="refunds", model=ScriptedModel(), tools=[refund])
+    return gate, Agent(name="refunds", model=ScriptedModel(), tools=[refund])
+
+
+async def main() -> None:
+    gate, agent = build()
     url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
     async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so, so.run(
             requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),

@@ -9,6 +9,7 @@ says (same key), with::
 
 The model is scripted (``FunctionModel``: ask for one refund, then report what the tool
 said) so the example needs no model API; put any Pydantic AI model in its place.
+``examples/worker.py`` runs the same agent with a resume worker, so nothing waits here.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 def build() -> tuple[PydanticAIGate[None], Agent[None, str | DeferredToolRequests]]:
-    gate: PydanticAIGate[None] = PydanticAIGate(FilePauses("paused"))
+    gate: PydanticAIGate[None] = PydanticAIGate(FilePauses("paused"), name="refunds-pydantic-ai")
     gate.tool(preview=render_refund, guard=check_refund, reconcile=find_refund)(refund_order)
     agent = Agent(FunctionModel(scripted), toolsets=[gate.toolset],
                   output_type=[str, DeferredToolRequests])

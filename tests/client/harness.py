@@ -17,6 +17,8 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from signoff_client import Run, Signoff
+
 from bot import ids
 from bot.sandbox import fake_slack, signing
 from tests.acceptance import replicas
@@ -64,13 +66,16 @@ class Served:
         """Messages that carry Approve buttons now, oldest first."""
         return [m for m in self.cluster.fake.messages() if replicas.has_buttons(m)]
 
-    def open_card(self, tool: str | None = None) -> fake_slack.Message | None:
-        found = [m for m in self.cards() if tool is None or tool in json.dumps(m.blocks)]
+    def open_card(self, tool: str | None = None,
+                  run_id: str | None = None) -> fake_slack.Message | None:
+        found = [m for m in self.cards() if (tool is None or tool in json.dumps(m.blocks))
+                 and (run_id is None or card_run(m) == run_id)]
         return found[-1] if found else None
 
-    async def wait_for_card(self, tool: str | None = None) -> fake_slack.Message:
+    async def wait_for_card(self, tool: str | None = None,
+                            run_id: str | None = None) -> fake_slack.Message:
         async def posted() -> fake_slack.Message | None:
-            return self.open_card(tool)
+            return self.open_card(tool, run_id)
 
         return await replicas.until(posted, timeout=30, what=f"an approval card for {tool}")
 
@@ -111,3 +116,25 @@ async def served(db_url: str, tmp: Path, **env: str) -> AsyncIterator[Served]:
     async with replicas.cluster(db_url, tmp) as cluster:
         (replica,) = await cluster.start(1, **env)
         yield Served(cluster, replica, db_url, key)
+
+
+@asynccontextmanager
+async def started_run(served: Served, title: str) -> AsyncIterator[Run]:
+    """A new external run of the requester's on ``served``, with the client open for the block."""
+    async with Signoff(served.url, api_key=served.api_key) as so:
+        yield await so.start_run(requester=REQUESTER, title=title)
+
+
+def card_run(card: fake_slack.Message) -> str | None:
+    """The run a card is for, from the metadata every approval card carries."""
+    payload = (card.metadata or {}).get("event_payload") or {}
+    return payload.get("run_id") if isinstance(payload, dict) else None
+
+
+async def diff_card(served: Served, first: fake_slack.Message) -> fake_slack.Message:
+    """The card posted after ``first`` for the same run: the diff card of a changed call."""
+    async def posted() -> fake_slack.Message | None:
+        card = served.open_card("refund_order", card_run(first))
+        return card if card is not None and card.ts != first.ts else None
+
+    return await replicas.until(posted, timeout=30, what="the diff card")

@@ -4,52 +4,21 @@ Each test counts refunds in the payments file."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from langgraph.graph import END, START, StateGraph
-from signoff_client import NotApproved, Signoff
 from signoff_client.adapters.langgraph import LangGraphGate
 
 from tests.client import harness
+from tests.client.framework_agents import refund_graph
 from tests.client.refunds import Payments
-
-
-class RefundState(TypedDict, total=False):
-    order_id: str
-    outcome: str
-
-
-@asynccontextmanager
-async def refund_graph(payments: Payments, checkpoints: Path,
-                       gate: LangGraphGate) -> AsyncIterator[Any]:
-    async def refund(state: RefundState) -> RefundState:
-        try:
-            done = await gate.call("refund_order", {"order_id": state["order_id"],
-                                                    "amount": 40.0},
-                                   execute=payments.refund_order, preview=payments.render,
-                                   guard=payments.check, reconcile=payments.find)
-        except NotApproved as refusal:
-            return {"outcome": f"not refunded: {refusal}"}
-        return {"outcome": f"refunded {done['id']}"}
-
-    builder = StateGraph(RefundState)
-    builder.add_node("refund", refund)
-    builder.add_edge(START, "refund")
-    builder.add_edge("refund", END)
-    async with AsyncSqliteSaver.from_conn_string(str(checkpoints)) as saver:
-        yield builder.compile(checkpointer=saver)
 
 
 async def test_langgraph__the_node_reruns_but_the_tool_runs_once_even_replayed(
         server: harness.Served, payments: Payments, tmp_path: Path) -> None:
     gate, checkpoints = LangGraphGate(), tmp_path / "graph.db"
     config: dict[str, Any] = {"configurable": {"thread_id": "ticket-1"}}
-    async with Signoff(server.url, api_key=server.api_key) as so:
-        run = await so.start_run(requester=harness.REQUESTER, title="LangGraph refund")
+    async with harness.started_run(server, "LangGraph refund") as run:
         async with refund_graph(payments, checkpoints, gate) as graph:
             task = asyncio.create_task(gate.run(graph, run, {"order_id": "A-1"}, config))
             await server.approve(await server.wait_for_card("refund_order"))
@@ -71,8 +40,7 @@ async def test_langgraph__declined_reaches_the_node_and_nothing_runs(
         server: harness.Served, payments: Payments, tmp_path: Path) -> None:
     gate = LangGraphGate()
     config: dict[str, Any] = {"configurable": {"thread_id": "ticket-2"}}
-    async with Signoff(server.url, api_key=server.api_key) as so:
-        run = await so.start_run(requester=harness.REQUESTER, title="LangGraph decline")
+    async with harness.started_run(server, "LangGraph decline") as run:
         async with refund_graph(payments, tmp_path / "graph.db", gate) as graph:
             task = asyncio.create_task(gate.run(graph, run, {"order_id": "A-1"}, config))
             await server.decline(await server.wait_for_card("refund_order"), "duplicate ticket")
@@ -87,19 +55,14 @@ async def test_langgraph__approval_of_an_old_preview_gets_changed_then_runs_once
         server: harness.Served, payments: Payments, tmp_path: Path) -> None:
     gate = LangGraphGate()
     config: dict[str, Any] = {"configurable": {"thread_id": "ticket-3"}}
-    async with Signoff(server.url, api_key=server.api_key) as so:
-        run = await so.start_run(requester=harness.REQUESTER, title="LangGraph changed")
+    async with harness.started_run(server, "LangGraph changed") as run:
         async with refund_graph(payments, tmp_path / "graph.db", gate) as graph:
             task = asyncio.create_task(gate.run(graph, run, {"order_id": "A-1"}, config))
             first = await server.wait_for_card("refund_order")
             payments.set_total("A-1", 12.0)
             await server.approve(first)
 
-            async def diff_card() -> Any:
-                card = server.open_card("refund_order")
-                return card if card is not None and card.ts != first.ts else None
-
-            second = await harness.replicas.until(diff_card, timeout=30, what="the diff card")
+            second = await harness.diff_card(server, first)
             assert payments.refunds() == [], "the approval of the old details ran nothing"
             await server.approve(second)
             final = await asyncio.wait_for(task, timeout=60)

@@ -11,7 +11,7 @@ executes it once (the second time gets the recorded result), and an approval of 
 have since changed is answered ``changed``: the tool then waits for the fresh decision on the
 diff card before anything runs.
 
-    gate = OpenAIAgentsGate(FilePauses("./paused"))
+    gate = OpenAIAgentsGate(FilePauses("./paused"), name="refunds")
     refund = gate.tool(preview=render_refund, guard=check_refund)(refund_order)
     agent = Agent(name="refunds", tools=[refund])
     async with so.run(requester="U123", title="Refunds") as run:
@@ -23,35 +23,31 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from agents import Agent, FunctionTool, Runner, RunResult, RunState, function_tool
 from agents.tool_context import ToolContext
 
 from signoff_client import errors
-from signoff_client.adapters.pauses import Pauses
+from signoff_client.adapters.pauses import Paused as Paused
+from signoff_client.adapters.pauses import Pauses, PausingGate
+from signoff_client.context import current_run
 from signoff_client.models import Call, CallStatus
 from signoff_client.rounds import Ask, Round, decision
 from signoff_client.runs import Run
 from signoff_client.tools import EvidenceFn, GuardFn, PreviewFn, ReconcileFn, Tool
 
 
-@dataclass(frozen=True)
-class Paused:
-    """The agent is paused on these signoff calls; ``resume`` continues it."""
+class OpenAIAgentsGate(PausingGate):
+    """Gated tools for an OpenAI Agents SDK agent, and the pause/resume around decisions.
+    ``name`` and ``ttl_minutes``: see ``PausingGate``."""
 
-    run_id: str
-    call_ids: list[str]
+    ADAPTER, PAUSED = "openai_agents", "paused OpenAI Agents run"
 
-
-class OpenAIAgentsGate:
-    """Gated tools for an OpenAI Agents SDK agent, and the pause/resume around decisions."""
-
-    def __init__(self, pauses: Pauses) -> None:
-        self.pauses = pauses
+    def __init__(self, pauses: Pauses, *, name: str | None = None,
+                 ttl_minutes: float | None = None) -> None:
+        super().__init__(pauses, name=name, ttl_minutes=ttl_minutes)
         self.gates: dict[str, Tool] = {}
-        self.run_now: Run | None = None
 
     def tool(self, *, name: str | None = None, preview: PreviewFn | None = None,
              guard: GuardFn | None = None, reconcile: ReconcileFn | None = None,
@@ -73,17 +69,18 @@ class OpenAIAgentsGate:
 
     async def _claimed(self, name: str, ctx: ToolContext[Any], input_json: str,
                        sdk_invoke: Callable[[ToolContext[Any], str], Any]) -> Any:
-        if self.run_now is None:
+        run = current_run.get()  # per task, so one gate serves concurrent runs
+        if run is None:
             raise errors.NoRun(f"{name} needs approval: run the agent through the gate")
 
         async def body(**_: Any) -> Any:
             return await sdk_invoke(ctx, input_json)
 
-        ask = Ask(run_id=self.run_now.id, call_id=ctx.tool_call_id,
+        ask = Ask(run_id=run.id, call_id=ctx.tool_call_id,
                   tool=self.gates[name].with_overrides(execute=body),
                   args=json.loads(input_json or "{}"))
         try:
-            return await Round(self.run_now.api, ask).perform(rejoin=True)
+            return await Round(run.api, ask).perform(rejoin=True)
         except errors.NotApproved as refusal:
             return f"Not run: {refusal}"
 
@@ -96,22 +93,18 @@ class OpenAIAgentsGate:
 
     async def start(self, agent: Agent[Any], run: Run, input: str,
                     **options: Any) -> RunResult | Paused:
-        self.run_now = run
-        return await self._settle(run, await Runner.run(agent, input, **options))
+        return await self._settle(run, await _run_as(run, agent, input, **options))
 
     async def resume(self, agent: Agent[Any], run: Run, *, wait: bool = True,
                      **options: Any) -> RunResult | Paused:
         """Continue a paused agent with the decisions; with ``wait=False`` return ``Paused``
         at once while any call is still pending (for a worker that comes back later)."""
-        stored = self.pauses.load(run.id)
-        if stored is None:
-            raise errors.SignoffError(f"run {run.id} has no paused OpenAI Agents run")
-        saved = json.loads(stored)
+        record = self._pause_of(run)
         calls = {call_id: await decision(run.api, run.id, call_id, wait=wait)
-                 for call_id in saved["calls"]}
+                 for call_id in record.calls}
         if any(call.status is CallStatus.pending for call in calls.values()):
-            return Paused(run.id, list(saved["calls"]))
-        state = await RunState.from_json(agent, saved["state"])
+            return Paused(run.id, list(record.calls))
+        state = await RunState.from_json(agent, record.state["state"])
         for item in state.get_interruptions():
             call = calls.get(item.call_id or "")
             refusal = _refusal(call) if call is not None else "no signoff decision"
@@ -119,24 +112,29 @@ class OpenAIAgentsGate:
                 state.approve(item)
             else:
                 state.reject(item, rejection_message=refusal)
-        self.run_now = run
-        return await self._settle(run, await Runner.run(agent, state, **options))
+        return await self._settle(run, await _run_as(run, agent, state, **options))
 
     async def _settle(self, run: Run, result: RunResult) -> RunResult | Paused:
         if not result.interruptions:
-            self.pauses.clear(run.id)
+            self._ended(run)
             return result
         call_ids = []
         for item in result.interruptions:
             tool_name, call_id = item.name or "", item.call_id or ""
             gate = self.gates.get(tool_name, Tool(name=tool_name))
             ask = Ask(run_id=run.id, call_id=call_id, tool=gate,
-                      args=json.loads(item.arguments or "{}"))
+                      args=json.loads(item.arguments or "{}"), ttl_minutes=self.ttl_minutes)
             await Round(run.api, ask).request()
             call_ids.append(call_id)
-        saved = {"state": result.to_state().to_json(), "calls": call_ids}
-        self.pauses.save(run.id, json.dumps(saved).encode())
-        return Paused(run.id, call_ids)
+        return self._paused_on(run, call_ids, {"state": result.to_state().to_json()})
+
+
+async def _run_as(run: Run, agent: Agent[Any], input: Any, **options: Any) -> RunResult:
+    token = current_run.set(run)
+    try:
+        return await Runner.run(agent, input, **options)
+    finally:
+        current_run.reset(token)
 
 
 def _refusal(call: Call) -> str | None:

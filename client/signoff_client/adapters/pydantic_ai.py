@@ -9,7 +9,7 @@ through signoff's execution claim (re-rendered preview, guard, one winner); a de
 an expiry becomes ``ToolDenied(reason)``. If the details changed since the approval, the
 claim says so, the tool asks for approval again, and the run pauses on the diff card.
 
-    gate = PydanticAIGate(pauses=FilePauses("./paused"))
+    gate = PydanticAIGate(FilePauses("./paused"), name="refunds")
 
     @gate.tool(preview=render_refund, guard=check_refund, reconcile=find_refund)
     def refund_order(order_id: str, amount: float) -> dict: ...
@@ -21,7 +21,6 @@ claim says so, the tool asks for approval again, and the run pauses on the diff 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic
@@ -35,7 +34,9 @@ from pydantic_ai.toolsets import FunctionToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from signoff_client import errors
-from signoff_client.adapters.pauses import Pauses
+from signoff_client.adapters.pauses import Paused as Paused
+from signoff_client.adapters.pauses import Pauses, PausingGate
+from signoff_client.context import current_run
 from signoff_client.models import Call, CallStatus
 from signoff_client.rounds import Ask, Round, decision
 from signoff_client.runs import Run
@@ -53,42 +54,38 @@ class SignoffToolset(WrapperToolset[AgentDepsT]):
     """Wraps the gated tools: each runs only after approval, and only under the claim."""
 
     gates: dict[str, Tool] = field(default_factory=dict)
-    run: Run | None = None
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[AgentDepsT],
                         tool: ToolsetTool[AgentDepsT]) -> Any:
         gate = self.gates.get(name)
         if gate is None:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
-        if not ctx.tool_call_approved or self.run is None or ctx.tool_call_id is None:
+        run = current_run.get()  # per task, so one gate serves concurrent runs
+        if not ctx.tool_call_approved or run is None or ctx.tool_call_id is None:
             raise ApprovalRequired
 
         async def body(**_: Any) -> Any:
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
 
-        ask = Ask(run_id=self.run.id, call_id=ctx.tool_call_id,
+        ask = Ask(run_id=run.id, call_id=ctx.tool_call_id,
                   tool=gate.with_overrides(execute=body), args=tool_args)
         try:
-            return await Round(self.run.api, ask).perform(rejoin=True, pause=True)
+            return await Round(run.api, ask).perform(rejoin=True, pause=True)
         except errors.AwaitingDecision:
             raise ApprovalRequired from None  # changed: pause again on the diff card
         except errors.NotApproved as refusal:
             return f"Not run: {refusal}"
 
 
-@dataclass(frozen=True)
-class Paused:
-    """The agent is paused on these signoff calls; ``resume`` continues it."""
+class PydanticAIGate(PausingGate, Generic[AgentDepsT]):
+    """Gated tools for a Pydantic AI agent, and the pause/resume around signoff's decisions.
+    ``name`` and ``ttl_minutes``: see ``PausingGate``."""
 
-    run_id: str
-    call_ids: list[str]
+    ADAPTER, PAUSED = "pydantic_ai", "paused Pydantic AI agent"
 
-
-class PydanticAIGate(Generic[AgentDepsT]):
-    """Gated tools for a Pydantic AI agent, and the pause/resume around signoff's decisions."""
-
-    def __init__(self, pauses: Pauses) -> None:
-        self.pauses = pauses
+    def __init__(self, pauses: Pauses, *, name: str | None = None,
+                 ttl_minutes: float | None = None) -> None:
+        super().__init__(pauses, name=name, ttl_minutes=ttl_minutes)
         self.functions: FunctionToolset[AgentDepsT] = FunctionToolset()
         self.toolset: SignoffToolset[AgentDepsT] = SignoffToolset(wrapped=self.functions)
 
@@ -117,42 +114,44 @@ class PydanticAIGate(Generic[AgentDepsT]):
 
     async def start(self, agent: Agent[AgentDepsT, Any], run: Run, prompt: str,
                     **options: Any) -> AgentRunResult[Any] | Paused:
-        self.toolset.run = run
-        result = await agent.run(prompt, **options)
+        token = current_run.set(run)
+        try:
+            result = await agent.run(prompt, **options)
+        finally:
+            current_run.reset(token)
         return await self._settle(run, result)
 
     async def resume(self, agent: Agent[AgentDepsT, Any], run: Run, *, wait: bool = True,
                      **options: Any) -> AgentRunResult[Any] | Paused:
         """Continue a paused agent with the decisions; with ``wait=False`` return ``Paused``
         at once while any call is still pending (for a worker that comes back later)."""
-        stored = self.pauses.load(run.id)
-        if stored is None:
-            raise errors.SignoffError(f"run {run.id} has no paused Pydantic AI agent")
-        state = json.loads(stored)
+        record = self._pause_of(run)
         calls = [await decision(run.api, run.id, call_id, wait=wait)
-                 for call_id in state["calls"]]
+                 for call_id in record.calls]
         if any(call.status is CallStatus.pending for call in calls):
-            return Paused(run.id, list(state["calls"]))
-        self.toolset.run = run
-        result = await agent.run(
-            message_history=ModelMessagesTypeAdapter.validate_json(state["messages"]),
-            deferred_tool_results=_results(calls), **options)
+            return Paused(run.id, list(record.calls))
+        token = current_run.set(run)
+        try:
+            result = await agent.run(
+                message_history=ModelMessagesTypeAdapter.validate_json(
+                    record.state["messages"]),
+                deferred_tool_results=_results(calls), **options)
+        finally:
+            current_run.reset(token)
         return await self._settle(run, result)
 
     async def _settle(self, run: Run, result: AgentRunResult[Any]) -> AgentRunResult[Any] | Paused:
         if not isinstance(result.output, DeferredToolRequests):
-            self.pauses.clear(run.id)
+            self._ended(run)
             return result
         call_ids = []
         for part in result.output.approvals:
             gate = self.toolset.gates.get(part.tool_name, Tool(name=part.tool_name))
             args = part.args_as_dict()
             await Round(run.api, Ask(run_id=run.id, call_id=part.tool_call_id, tool=gate,
-                                     args=args)).request()
+                                     args=args, ttl_minutes=self.ttl_minutes)).request()
             call_ids.append(part.tool_call_id)
-        state = {"messages": result.all_messages_json().decode(), "calls": call_ids}
-        self.pauses.save(run.id, json.dumps(state).encode())
-        return Paused(run.id, call_ids)
+        return self._paused_on(run, call_ids, {"messages": result.all_messages_json().decode()})
 
 
 def _results(calls: list[Call]) -> DeferredToolResults:

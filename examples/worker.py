@@ -1,0 +1,87 @@
+"""Durable pauses: each agent pauses on its refund card and exits; a resume worker resumes it
+once a person decides. Nothing stays up through the wait but the worker (and it may restart).
+
+The three agents are the ones in ``examples/external_pydantic_ai.py``,
+``external_openai_agents.py`` and ``external_langgraph.py``; their gates keep pause records in
+``./paused/``, each under the gate's name, which is how the worker knows whose pause it is.
+Against the sandbox, with the key ``examples/external_refunds.py`` says how to create::
+
+    export SIGNOFF_URL=http://127.0.0.1:3000 SIGNOFF_API_KEY=so_...
+    .venv/bin/python -m examples.worker start pydantic_ai     # pauses, prints the run, exits
+    .venv/bin/python -m examples.worker start openai_agents   # (each is a run of its own)
+    .venv/bin/python -m examples.worker start langgraph
+    .venv/bin/signoff-worker examples.worker:worker          # Ctrl-C stops it
+
+Approve or decline the cards on the sandbox page: the worker resumes each agent (a decline
+is told to the model; nothing runs), the refund runs once, and the run ends. Stop the worker
+at any point and start it again: it picks up every run still paused. With a key created with
+``--webhook http://127.0.0.1:8787/webhook``, ``signoff-worker examples.worker:worker
+--webhook-port 8787 --webhook-secret whsec_...`` waits for webhooks instead of long-polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+from signoff_client import Signoff
+from signoff_client.adapters.pauses import Paused
+from signoff_client.worker import Worker
+
+from examples import external_langgraph, external_openai_agents, external_pydantic_ai
+
+KINDS = ("pydantic_ai", "openai_agents", "langgraph")
+
+
+@asynccontextmanager
+async def worker() -> AsyncIterator[Worker]:
+    """What ``signoff-worker examples.worker:worker`` runs: every agent registered by its gate,
+    the graph's checkpointer open while the worker runs."""
+    made = Worker()
+    made.pydantic_ai(*external_pydantic_ai.build())
+    made.openai_agents(*external_openai_agents.build())
+    async with AsyncSqliteSaver.from_conn_string(external_langgraph.CHECKPOINTS) as saver:
+        graph = external_langgraph.graph_builder().compile(checkpointer=saver)
+        made.langgraph(external_langgraph.gate, graph, answer=lambda s: str(s["outcome"]))
+        yield made
+
+
+async def start(kind: str) -> None:
+    """Start one agent in a run of its own; it pauses on its card and this process ends."""
+    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
+    async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so:
+        # start_run, not `async with so.run(...)`: the block's end would end the run.
+        run = await so.start_run(requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
+                                 title=f"Refund for ticket 4411 ({kind}, resumed by a worker)",
+                                 requires=["refund_order"])
+        outcome = await _start_agent(kind, run)
+        if isinstance(outcome, Paused):
+            print(f"run {run.id} paused on {', '.join(outcome.call_ids)}; the worker resumes it")
+        else:
+            await run.finish(str(outcome))  # it needed nobody: it ends here
+            print(f"run {run.id} ended without a pause")
+
+
+async def _start_agent(kind: str, run: Any) -> Any:
+    if kind == "pydantic_ai":
+        gate, agent = external_pydantic_ai.build()
+        return await gate.start(agent, run, "Refund order A-1 in full.")
+    if kind == "openai_agents":
+        sdk_gate, sdk_agent = external_openai_agents.build()
+        return await sdk_gate.start(sdk_agent, run, "Refund order A-1 in full.")
+    async with AsyncSqliteSaver.from_conn_string(external_langgraph.CHECKPOINTS) as saver:
+        graph = external_langgraph.graph_builder().compile(checkpointer=saver)
+        return await external_langgraph.gate.start(
+            graph, run, {"order_id": "A-1"}, {"configurable": {"thread_id": run.id}})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] != "start" or sys.argv[2] not in KINDS:
+        print(f"usage: python -m examples.worker start {{{'|'.join(KINDS)}}}", file=sys.stderr)
+        raise SystemExit(2)
+    asyncio.run(start(sys.argv[2]))

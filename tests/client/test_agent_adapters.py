@@ -1,0 +1,80 @@
+"""The Pydantic AI and OpenAI Agents SDK adapters, with the real libraries (scripted models),
+against `signoff serve`: the same guarantees through both. Each test counts refunds in the
+payments file: the number a user cares about."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from signoff_client.adapters.pauses import FilePauses, Paused
+
+from tests.client import framework_agents, harness
+from tests.client.refunds import Payments
+
+
+@dataclass
+class Gated:
+    gate: Any
+    agent: Any
+    output: Callable[[Any], str]  #: the agent's final answer, from its framework's result
+
+
+@pytest.fixture(params=["pydantic_ai", "openai_agents"])
+def gated(request: pytest.FixtureRequest, payments: Payments, tmp_path: Path) -> Gated:
+    pauses = FilePauses(tmp_path / "paused")
+    if request.param == "pydantic_ai":
+        gate, agent = framework_agents.pydantic_ai_agent(payments, pauses)
+        return Gated(gate, agent, lambda result: str(result.output))
+    sdk_gate, sdk_agent = framework_agents.openai_agent(payments, pauses)
+    return Gated(sdk_gate, sdk_agent, lambda result: str(result.final_output))
+
+
+async def test_adapter__approved_runs_once_even_when_the_same_pause_is_resumed_twice(
+        server: harness.Served, payments: Payments, gated: Gated) -> None:
+    async with harness.started_run(server, "Adapter refund") as run:
+        paused = await gated.gate.start(gated.agent, run, "refund order A-1")
+        assert isinstance(paused, Paused) and len(paused.call_ids) == 1
+        saved = gated.gate.pauses.load(run.id)
+        assert saved is not None, "the agent's state is stored with the run"
+        await server.approve(await server.wait_for_card("refund_order"))
+
+        first = await asyncio.wait_for(gated.gate.resume(gated.agent, run), timeout=60)
+        gated.gate.pauses.save(run.id, saved)  # the same pause, resumed again
+        second = await asyncio.wait_for(gated.gate.resume(gated.agent, run), timeout=60)
+
+    (refund,) = payments.refunds()
+    assert not isinstance(first, Paused) and not isinstance(second, Paused)
+    assert refund["id"] in gated.output(first) and refund["id"] in gated.output(second)
+
+
+async def test_adapter__declined_is_told_to_the_model_with_the_reason_and_never_runs(
+        server: harness.Served, payments: Payments, gated: Gated) -> None:
+    async with harness.started_run(server, "Adapter decline") as run:
+        task = asyncio.create_task(gated.gate.run(gated.agent, run, "refund order A-1"))
+        await server.decline(await server.wait_for_card("refund_order"), "needs a manager")
+        result = await asyncio.wait_for(task, timeout=60)
+
+    assert gated.output(result) == "tool said: Declined by the approver: needs a manager"
+    assert payments.refunds() == []
+
+
+async def test_adapter__one_gate_resumes_two_runs_at_once_each_with_its_own_refund(
+        server: harness.Served, payments: Payments, gated: Gated) -> None:
+    async with harness.started_run(server, "First") as one, \
+            harness.started_run(server, "Second") as two:
+        for run in (one, two):
+            assert isinstance(await gated.gate.start(gated.agent, run, "refund A-1"), Paused)
+            await server.approve(await server.wait_for_card("refund_order", run.id))
+        results = await asyncio.wait_for(asyncio.gather(
+            gated.gate.resume(gated.agent, one), gated.gate.resume(gated.agent, two)), 60)
+
+    refunds = payments.refunds()
+    assert sorted(r["key"].split(":")[0] for r in refunds) == sorted([one.id, two.id])
+    told = [next(r["id"] for r in refunds if r["id"] in gated.output(result))
+            for result in results]
+    assert sorted(told) == sorted(r["id"] for r in refunds), "each run's agent saw its own"
