@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
 from signoff_client.adapters.mcp_gateway import IDEMPOTENCY_META_KEY
 
 from tests.acceptance import replicas
