@@ -132,6 +132,7 @@ class RunNotice(_Frozen):
     channel: str | None = None  #: the approvals channel if the run has no thread yet
     declined: DeclineData | None = None  #: the run stopped because a person declined
     tool: str | None = None  #: the request an expiry or a decline was about
+    external: bool = False  #: started through the API: its agent, not `/signoff ask`, retries
 
 
 WebhookType = Literal["call.decided", "call.expired", "call.unknown", "run.finished"]
@@ -189,6 +190,6 @@ def notice(
     payload = RunNotice(
         run_id=run.id, requester=run.user_id, event=event, reason=reason, detail=detail,
         answer=answer, evidence=evidence or [], missing=missing or [], grant=grant,
-        channel=channel, declined=declined, tool=tool,
+        channel=channel, declined=declined, tool=tool, external=run.external,
     )
     return OutboxKind.run_notice.value, payload.model_dump(mode="json")

@@ -94,7 +94,7 @@ def _answered(notice: RunNotice, most: int) -> _Rendered:
 def _failed(notice: RunNotice, most: int) -> _Rendered:
     if notice.declined is not None:
         return _declined(notice, most)
-    why = reasons.failure(notice.reason)
+    why = reasons.failure(notice.reason, external=notice.external)
     text = f":x: Run {_run(notice)} for {_who(notice)} failed. {why.what}"
     # A required tool that ran and failed is in the evidence: say so, never "never ran".
     tried = {item.tool for item in notice.evidence}
@@ -225,6 +225,8 @@ def _tools(names: list[str]) -> str:
 
 
 def _todo(why: reasons.Explanation, notice: RunNotice) -> str:
+    if notice.external:
+        why = reasons.for_agent(why)
     todo = (why.todo_after_write or reasons.AFTER_WRITE) if written(notice) else why.todo
     return f"*What to do:* {todo.replace('{run}', mrkdwn.in_code(notice.run_id))}"
 

@@ -90,12 +90,31 @@ BUDGET_BOUNDS: dict[str, str] = {
     "elapsed_ms": "its time",
 }
 
-def failure(reason: str | None) -> Explanation:
+#: An API run was started by its agent: `/signoff ask` would start another, hosted run.
+AGENT_DECIDES = ("Nothing to do here: the agent that started this run decides whether to try "
+                 "again (`/signoff ask` would start a different run).")
+
+#: What an API run's failure means where the hosted sentence would name a route or an app.
+EXTERNAL_FAILURES: dict[str, Explanation] = {
+    "incomplete": Explanation(
+        "The agent ended the run before every tool it requires had succeeded.", AGENT_DECIDES),
+}
+
+
+def failure(reason: str | None, *, external: bool = False) -> Explanation:
     """The sentence for a `failed` run's reason code."""
+    if external and (reason or "") in EXTERNAL_FAILURES:
+        return EXTERNAL_FAILURES[reason or ""]
     known = FAILURES.get(reason or "")
-    if known is not None:
-        return known
-    return Explanation("The run failed.", f"{_ASK_AGAIN}, or {_OPERATOR} if it keeps happening.")
+    if known is None:
+        known = Explanation("The run failed.",
+                            f"{_ASK_AGAIN}, or {_OPERATOR} if it keeps happening.")
+    return for_agent(known) if external else known
+
+
+def for_agent(why: Explanation) -> Explanation:
+    """An API run's advice: never "ask again with `/signoff ask`", which starts another run."""
+    return why._replace(todo=AGENT_DECIDES) if "/signoff ask" in why.todo else why
 
 
 def halt(reason: str | None) -> Explanation:

@@ -137,7 +137,7 @@ def _state_words(run: Run, declined: DeclineData | None = None) -> str:
         reason = _question(declined.reason or "")
         return f"was declined by {mrkdwn.mention(declined.by)}" + (f": {reason}" if reason else "")
     if run.state is RunState.failed:
-        return f"failed: {reasons.failure(run.halt_reason).what}"
+        return f"failed: {reasons.failure(run.halt_reason, external=run.external).what}"
     if run.state is RunState.answered:
         return "is answered"
     return f"is {run.state.value}"

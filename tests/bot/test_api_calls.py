@@ -93,8 +93,10 @@ async def test_external_call__declined_is_final_and_never_runs(
                                       {"answer": "done", "requires": ["refund_order"]})
     assert status == 200 and failed["state"] == "failed" and failed["reason"] == "incomplete"
     await world.deliver()
-    assert any("Never ran" in str(m.blocks) and "refund_order" in str(m.blocks)
-               for m in world.fake.messages())
+    (notice,) = [str(m.blocks) for m in world.fake.messages() if "Never ran" in str(m.blocks)]
+    assert "refund_order" in notice
+    assert "the agent that started this run decides" in notice
+    assert "Ask again" not in notice, notice
 
 
 async def test_external_call__same_call_id_returns_the_same_call(

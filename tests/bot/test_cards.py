@@ -402,6 +402,16 @@ def test_run_notice__incomplete_says_a_required_tool_that_ran_and_failed_did_not
     assert "Never ran:* `sign_cart`" not in text
 
 
+@pytest.mark.parametrize("reason", ["incomplete", "cancelled", "disk_on_fire"])
+def test_run_notice__an_api_runs_failure_never_advises_signoff_ask(reason: str) -> None:
+    hosted = joined(cards.run_notice(notice_factory("failed", reason=reason)))
+    api = joined(cards.run_notice(notice_factory("failed", reason=reason, external=True)))
+
+    assert "Ask again with `/signoff ask`" in hosted
+    assert "Ask again" not in api and "route or app" not in api
+    assert reasons.AGENT_DECIDES in api
+
+
 def test_run_notice__unknown_failure_reason_still_reads_as_a_sentence() -> None:
     text = joined(cards.run_notice(notice_factory("failed", reason="disk_on_fire")))
 
