@@ -144,6 +144,29 @@ async def test_worker__a_first_format_pause_is_resumed_and_its_run_left_open(
     assert info["state"] not in ("answered", "failed"), "nobody knows what the run requires"
 
 
+async def test_worker__a_pass_while_signoff_is_down_gives_each_run_read_seconds_and_stops(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{replicas.free_port()}"  # nothing listens: every read retries
+    env = environment(served, tmp_path, SIGNOFF_URL=down, WORKER_READ_SECONDS="1",
+                      WORKER_ADAPTERS="pydantic_ai", WORKER_RESCAN_SECONDS=NO_RESCAN)
+    pauses = FilePauses(tmp_path / "paused")
+    for n in range(3):
+        record = PauseRecord(run_id=f"run_down_{n}", adapter="pydantic_ai",
+                             agent="refunds-pai", calls=["c1"], state={"messages": "[]"})
+        pauses.save(record.run_id, record.to_bytes())
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        for n in range(3):  # without the bound, the first read alone retries for 300 s
+            await worker.logged(f"run run_down_{n}: signoff did not answer within 1s; "
+                                "looked at again next pass")
+        assert await worker.stop() == 0, worker.output()
+    finally:
+        worker.kill()
+
+    assert "worker stopped" in worker.output()
+    assert sorted(pauses.paused()) == ["run_down_0", "run_down_1", "run_down_2"]
+
+
 @pytest.mark.parametrize("adapter", ADAPTERS)
 async def test_worker__an_approval_of_an_old_preview_gets_changed_and_runs_once_fresh(
         served: harness.Served, payments: Payments, tmp_path: Path, adapter: str) -> None:
