@@ -120,13 +120,11 @@ class Worker:
         of the others. Runs are read at most ``concurrency`` at once, each on its own: one
         that cannot be read is reported and the pass goes on."""
         limit = asyncio.Semaphore(self.concurrency)
-        looks, seen = [], set()
+        looks = []
         for pauses, candidates in self._stores():
             for run_id in pauses.paused():
-                if run_id in self._active or run_id in self.failed or run_id in seen:
-                    continue
-                seen.add(run_id)
-                looks.append(self._look(limit, pauses, candidates, run_id))
+                if run_id not in self._active and run_id not in self.failed:
+                    looks.append(self._look(limit, pauses, candidates, run_id))
         return [call for waiting in await asyncio.gather(*looks) for call in waiting]
 
     async def _look(self, limit: asyncio.Semaphore, pauses: ListedPauses,
