@@ -8,6 +8,10 @@ however often LangGraph re-runs the node. Run it against the sandbox as
 
     SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_... \\
         .venv/bin/python -m examples.external_langgraph
+
+This one waits in-process with ``gate.run``. Never do that on a pause store a resume worker
+watches: both would resume the pause, running the model and every ungated tool twice. With a
+worker, call ``gate.start`` and let the worker resume (``examples/worker.py``).
 """
 
 from __future__ import annotations

@@ -15,8 +15,12 @@ Against the sandbox, with the key ``examples/external_refunds.py`` says how to c
 Approve or decline the cards on the sandbox page: the worker resumes each agent (a decline
 is told to the model; nothing runs), the refund runs once, and the run ends. Stop the worker
 at any point and start it again: it picks up every run still paused. With a key created with
-``--webhook http://127.0.0.1:8787/webhook``, ``signoff-worker examples.worker:worker
---webhook-port 8787 --webhook-secret whsec_...`` waits for webhooks instead of long-polling.
+``--webhook http://127.0.0.1:8787/webhook``, ``SIGNOFF_WEBHOOK_SECRET=whsec_...
+signoff-worker examples.worker:worker --webhook-port 8787`` waits for webhooks instead of
+long-polling (the variable, not ``--webhook-secret``: arguments show in ``ps``).
+
+The agents here only ``gate.start``; never ``gate.run`` on a store a worker watches, or the
+model and the ungated tools would run twice (the claim protects only the gated tool).
 """
 
 from __future__ import annotations

@@ -31,9 +31,10 @@ def test_pauses__records_of_the_first_format_still_load(tmp_path: Path) -> None:
     assert sorted(pauses.paused()) == ["run_oai", "run_pai"]
     pai, oai = load_record(pauses, "run_pai"), load_record(pauses, "run_oai")
     assert pai == PauseRecord(run_id="run_pai", adapter="pydantic_ai", agent=None,
-                              calls=["c1"], state={"messages": "[]"})
+                              calls=["c1"], state={"messages": "[]"}, requires=None)
     assert oai == PauseRecord(run_id="run_oai", adapter="openai_agents", agent=None,
-                              calls=["c2"], state={"state": "{}"})
+                              calls=["c2"], state={"state": "{}"}, requires=None)
+    assert pai.requires is None, "the first format never said what the run requires"
 
 
 @pytest.mark.parametrize("stored", [b"not json", b"[]", b'{"calls": "c1"}',

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -92,7 +93,78 @@ async def test_worker__a_decline_resumes_the_agent_without_running_the_tool(
 
     assert payments.refunds() == []
     assert info["state"] == "failed", "refund_order never ran, so the run is not answered"
-    assert "needs a manager" in log or "needs a manager" in (info.get("answer") or "")
+    (resumed,) = [line for line in log.splitlines() if f"run {it.run_id} resumed" in line]
+    assert "needs a manager" in resumed.split("the agent answered", 1)[1], resumed
+
+
+async def test_worker__a_failure_after_the_agent_ended_keeps_the_pause_until_the_run_is_finished(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    async with paused_agent_and_worker(served, tmp_path, "pydantic_ai", "answer-raises",
+                                       WORKER_BROKEN_ANSWER="pydantic_ai") as it:
+        await served.approve(await it.card())
+        await it.worker.logged(f"run {it.run_id}: resuming it with the pydantic_ai agent "
+                               "'refunds-pai' failed; left paused")
+        assert it.pause.exists(), "the run is not finished, so its pause must stay"
+        assert (await it.run_info())["state"] not in ("answered", "failed")
+
+        del it.env["WORKER_BROKEN_ANSWER"]
+        it.restart()
+        await it.resumed()
+        info = await it.run_info()
+
+    assert len(payments.refunds()) == 1, "the claim ran the refund once across both resumes"
+    assert info["state"] == "answered"
+
+
+async def test_worker__a_run_cancelled_on_signoff_is_not_resumed_and_its_pause_is_cleared(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    async with paused_agent_and_worker(served, tmp_path, "openai_agents", "cancelled") as it:
+        async with Signoff(served.url, api_key=served.api_key) as so:
+            await so.api.request("POST", f"/runs/{it.run_id}/cancel", json={})
+        await it.resumed()
+        log = await it.worker.logged(f"run {it.run_id} is failed on signoff already; not "
+                                     "resumed, its pause cleared")
+
+    assert f"run {it.run_id} resumed" not in log, "the agent's model ran after the cancel"
+    assert payments.refunds() == []
+
+
+async def test_worker__a_first_format_pause_is_resumed_and_its_run_left_open(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    async with paused_agent_and_worker(served, tmp_path, "pydantic_ai", "legacy") as it:
+        record = json.loads(it.pause.read_bytes())
+        it.pause.write_text(json.dumps({"calls": record["calls"], **record["state"]}))
+        await served.approve(await it.card())
+        await it.resumed()
+        await it.worker.logged(f"run {it.run_id} resumed by the pydantic_ai agent "
+                               "'refunds-pai'; its pause record is of the first format")
+        info = await it.run_info()
+
+    assert len(payments.refunds()) == 1
+    assert info["state"] not in ("answered", "failed"), "nobody knows what the run requires"
+
+
+async def test_worker__a_pass_while_signoff_is_down_gives_each_run_read_seconds_and_stops(
+        served: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    down = f"http://127.0.0.1:{replicas.free_port()}"  # nothing listens: every read retries
+    env = environment(served, tmp_path, SIGNOFF_URL=down, WORKER_READ_SECONDS="1",
+                      WORKER_ADAPTERS="pydantic_ai", WORKER_RESCAN_SECONDS=NO_RESCAN)
+    pauses = FilePauses(tmp_path / "paused")
+    for n in range(3):
+        record = PauseRecord(run_id=f"run_down_{n}", adapter="pydantic_ai",
+                             agent="refunds-pai", calls=["c1"], state={"messages": "[]"})
+        pauses.save(record.run_id, record.to_bytes())
+    worker = WorkerProcess.start(env, tmp_path / "worker.log")
+    try:
+        for n in range(3):  # without the bound, the first read alone retries for 300 s
+            await worker.logged(f"run run_down_{n}: signoff did not answer within 1s; "
+                                "looked at again next pass")
+        assert await worker.stop() == 0, worker.output()
+    finally:
+        worker.kill()
+
+    assert "worker stopped" in worker.output()
+    assert sorted(pauses.paused()) == ["run_down_0", "run_down_1", "run_down_2"]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
@@ -147,6 +219,9 @@ async def test_worker__one_run_resumes_while_others_raise_have_no_agent_or_no_ru
     gone = PauseRecord(run_id="run_gone", adapter="pydantic_ai", agent="refunds-pai",
                        calls=["c1"], state={"messages": "[]"})
     FilePauses(tmp_path / "paused").save(gone.run_id, gone.to_bytes())
+    unreadable = tmp_path / "paused" / "run_unreadable.json"
+    unreadable.mkdir()  # load() raises, even as root; the oldest, so it comes first each pass
+    os.utime(unreadable, (0, 0))
     worker = WorkerProcess.start(env, tmp_path / "worker.log")
     try:
         await worker.logged("run run_gone cannot be resumed: signoff has no such run or call "
@@ -164,12 +239,16 @@ async def test_worker__one_run_resumes_while_others_raise_have_no_agent_or_no_ru
         await served.approve(await served.wait_for_card("refund_order", healthy["run_id"]))
         await cleared(pause_file(tmp_path, healthy["run_id"]), worker)
         assert await worker.stop() == 0, worker.output()
+        log = worker.output()
     finally:
         worker.kill()
 
     assert pause_file(tmp_path, orphan["run_id"]).exists()
     assert pause_file(tmp_path, broken["run_id"]).exists(), "a failed resume stays paused"
     assert (await run_info(served, healthy["run_id"]))["state"] == "answered"
+    assert log.count("worker pass") == 0, log
+    assert log.count("run run_gone cannot be resumed") == 1, "reported once over many passes"
+    assert log.count("run run_unreadable cannot be resumed: its pause could not be read") == 1
 
 
 async def test_worker__webhooks_wake_it_and_forged_or_stale_ones_are_refused(

@@ -5,8 +5,10 @@
 
 Both read SIGNOFF_URL, SIGNOFF_API_KEY and WORKER_TEST_DIR (payments.json, paused/, graph.db).
 The worker registers the adapters listed in WORKER_ADAPTERS (default: all three) and passes
-again every WORKER_RESCAN_SECONDS. WORKER_TTL_MINUTES sets how long the agent's card waits;
-WORKER_BROKEN names an adapter whose model raises once resumed.
+again every WORKER_RESCAN_SECONDS, giving each run WORKER_READ_SECONDS to be read.
+WORKER_TTL_MINUTES sets how long the agent's card waits;
+WORKER_BROKEN names an adapter whose model raises once resumed; WORKER_BROKEN_ANSWER one whose
+answer= raises (the agent has run, the run is not finished yet).
 """
 
 from __future__ import annotations
@@ -64,16 +66,27 @@ def broken_model() -> Any:
     return BrokenModel()
 
 
+def _answer(adapter: str) -> Any:
+    if _setting("WORKER_BROKEN_ANSWER") != adapter:
+        return None
+
+    def broken(result: Any) -> str:
+        raise RuntimeError("the answer could not be made")
+
+    return broken
+
+
 @asynccontextmanager
 async def worker() -> AsyncIterator[Worker]:
     """The target of ``signoff-worker``: an async context manager, for the graph's saver."""
     payments, pauses = Payments(_dir() / "payments.json"), FilePauses(_dir() / "paused")
     wanted = _setting("WORKER_ADAPTERS", ",".join(ADAPTERS)).split(",")
-    made = Worker(rescan_seconds=float(_setting("WORKER_RESCAN_SECONDS", "30")))
+    made = Worker(rescan_seconds=float(_setting("WORKER_RESCAN_SECONDS", "30")),
+                  read_seconds=float(_setting("WORKER_READ_SECONDS", "30")))
     if "pydantic_ai" in wanted:
         gate, agent = framework_agents.pydantic_ai_agent(payments, pauses,
                                                          **_gate_options("pydantic_ai"))
-        made.pydantic_ai(gate, agent)
+        made.pydantic_ai(gate, agent, answer=_answer("pydantic_ai"))
     if "openai_agents" in wanted:
         sdk_gate, sdk_agent = framework_agents.openai_agent(payments, pauses,
                                                             **_gate_options("openai_agents"))

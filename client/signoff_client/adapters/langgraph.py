@@ -95,12 +95,15 @@ class LangGraphGate(PausingGate):
         return self._settle(run, config, state)
 
     async def resume(self, graph: Any, run: Run, config: dict[str, Any] | None = None,
-                     state: Any = None, *, wait: bool = True) -> Any:
+                     state: Any = None, *, wait: bool = True,
+                     keep_pause: bool = False) -> Any:
         """Wait for the decisions on the interrupted calls, then ``Command(resume=...)``.
 
         The thread and its calls are ``config`` and ``state``'s interrupts, or, when they are
         not given, the run's pause record. Returns the final state, or ``Paused`` when the
         graph interrupted again (or, with ``wait=False``, while a call is still pending).
+        With ``keep_pause`` the pause record outlives the graph's end (a worker clears it
+        once it has finished the run).
         """
         if config is None:
             config, calls = self._paused_thread(run)
@@ -110,7 +113,7 @@ class LangGraphGate(PausingGate):
         if statuses is None:
             return Paused(run.id, calls)
         state = await self._invoke(graph, run, statuses, config)
-        return self._settle(run, config, state)
+        return self._settle(run, config, state, keep_pause)
 
     def _paused_thread(self, run: Run) -> tuple[dict[str, Any], list[str]]:
         record = self._pause_of(run)
@@ -124,10 +127,11 @@ class LangGraphGate(PausingGate):
         finally:
             current_run.reset(token)
 
-    def _settle(self, run: Run, config: dict[str, Any], state: Any) -> Any:
+    def _settle(self, run: Run, config: dict[str, Any], state: Any,
+                keep_pause: bool = False) -> Any:
         calls = interrupted_calls(state)
         if not calls:
-            self._ended(run)
+            self._ended(run, keep_pause)
             return state
         return self._paused_on(run, calls, {"configurable": _thread(config)})
 

@@ -96,9 +96,11 @@ class OpenAIAgentsGate(PausingGate):
         return await self._settle(run, await _run_as(run, agent, input, **options))
 
     async def resume(self, agent: Agent[Any], run: Run, *, wait: bool = True,
-                     **options: Any) -> RunResult | Paused:
+                     keep_pause: bool = False, **options: Any) -> RunResult | Paused:
         """Continue a paused agent with the decisions; with ``wait=False`` return ``Paused``
-        at once while any call is still pending (for a worker that comes back later)."""
+        at once while any call is still pending (for a worker that comes back later). With
+        ``keep_pause`` the pause record outlives the agent's end (a worker clears it once it has
+        finished the run)."""
         record = self._pause_of(run)
         calls = {call_id: await decision(run.api, run.id, call_id, wait=wait)
                  for call_id in record.calls}
@@ -112,11 +114,12 @@ class OpenAIAgentsGate(PausingGate):
                 state.approve(item)
             else:
                 state.reject(item, rejection_message=refusal)
-        return await self._settle(run, await _run_as(run, agent, state, **options))
+        return await self._settle(run, await _run_as(run, agent, state, **options), keep_pause)
 
-    async def _settle(self, run: Run, result: RunResult) -> RunResult | Paused:
+    async def _settle(self, run: Run, result: RunResult,
+                      keep_pause: bool = False) -> RunResult | Paused:
         if not result.interruptions:
-            self._ended(run)
+            self._ended(run, keep_pause)
             return result
         call_ids = []
         for item in result.interruptions:

@@ -61,7 +61,8 @@ class PauseRecord:
     agent: str | None  #: the gate's name; None: the worker's only agent of that adapter
     calls: list[str]  #: the signoff calls the run waits on
     state: dict[str, Any]  #: the adapter's own state (message history, RunState, config)
-    requires: list[str] = field(default_factory=list)  #: the tools the run must have run
+    #: the tools the run must have run; None in a first-format record, which never said
+    requires: list[str] | None = field(default_factory=list)
 
     def to_bytes(self) -> bytes:
         return json.dumps({"version": VERSION, "run_id": self.run_id, "adapter": self.adapter,
@@ -88,7 +89,7 @@ class PauseRecord:
                                f"({type(exc).__name__}: {exc})") from None
         # The first format: the adapter's state at the top level, no agent named.
         adapter = "pydantic_ai" if "messages" in stored else "openai_agents"
-        return cls(run_id=run_id, adapter=adapter, agent=None,
+        return cls(run_id=run_id, adapter=adapter, agent=None, requires=None,
                    calls=[str(c) for c in stored["calls"]],
                    state={k: v for k, v in stored.items() if k != "calls"})
 
@@ -126,8 +127,10 @@ class PausingGate:
             raise errors.SignoffError(f"run {run.id} has no {self.PAUSED}")
         return record
 
-    def _ended(self, run: Run) -> None:
-        if self.pauses is not None:
+    def _ended(self, run: Run, keep_pause: bool) -> None:
+        """The agent ended: its pause is over (kept, for a worker that clears it only once
+        it has finished the run, so a failure in between leaves the run findable)."""
+        if self.pauses is not None and not keep_pause:
             self.pauses.clear(run.id)
 
 

@@ -122,9 +122,11 @@ class PydanticAIGate(PausingGate, Generic[AgentDepsT]):
         return await self._settle(run, result)
 
     async def resume(self, agent: Agent[AgentDepsT, Any], run: Run, *, wait: bool = True,
-                     **options: Any) -> AgentRunResult[Any] | Paused:
+                     keep_pause: bool = False, **options: Any) -> AgentRunResult[Any] | Paused:
         """Continue a paused agent with the decisions; with ``wait=False`` return ``Paused``
-        at once while any call is still pending (for a worker that comes back later)."""
+        at once while any call is still pending (for a worker that comes back later). With
+        ``keep_pause`` the pause record outlives the agent's end (a worker clears it once it has
+        finished the run)."""
         record = self._pause_of(run)
         calls = [await decision(run.api, run.id, call_id, wait=wait)
                  for call_id in record.calls]
@@ -138,11 +140,12 @@ class PydanticAIGate(PausingGate, Generic[AgentDepsT]):
                 deferred_tool_results=_results(calls), **options)
         finally:
             current_run.reset(token)
-        return await self._settle(run, result)
+        return await self._settle(run, result, keep_pause)
 
-    async def _settle(self, run: Run, result: AgentRunResult[Any]) -> AgentRunResult[Any] | Paused:
+    async def _settle(self, run: Run, result: AgentRunResult[Any],
+                      keep_pause: bool = False) -> AgentRunResult[Any] | Paused:
         if not isinstance(result.output, DeferredToolRequests):
-            self._ended(run)
+            self._ended(run, keep_pause)
             return result
         call_ids = []
         for part in result.output.approvals:

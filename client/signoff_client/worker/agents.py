@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from signoff_client.adapters.pauses import ListedPauses, Paused
+from signoff_client.adapters.pauses import FilePauses, ListedPauses, Paused, PauseRecord
 from signoff_client.runs import Run
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def listed(pauses: object, adapter: str) -> ListedPauses:
 def pydantic_ai(gate: PydanticAIGate[Any], agent: Any, answer: AnswerFn | None,
                 options: dict[str, Any]) -> Registered:
     async def resume(run: Run) -> Any:
-        return await gate.resume(agent, run, wait=False, **options)
+        return await gate.resume(agent, run, wait=False, keep_pause=True, **options)
 
     return Registered(gate.ADAPTER, gate.name, listed(gate.pauses, gate.ADAPTER), resume,
                       answer or (lambda result: str(result.output)))
@@ -58,7 +58,7 @@ def pydantic_ai(gate: PydanticAIGate[Any], agent: Any, answer: AnswerFn | None,
 def openai_agents(gate: OpenAIAgentsGate, agent: Any, answer: AnswerFn | None,
                   options: dict[str, Any]) -> Registered:
     async def resume(run: Run) -> Any:
-        return await gate.resume(agent, run, wait=False, **options)
+        return await gate.resume(agent, run, wait=False, keep_pause=True, **options)
 
     return Registered(gate.ADAPTER, gate.name, listed(gate.pauses, gate.ADAPTER), resume,
                       answer or (lambda result: str(result.final_output)))
@@ -71,7 +71,7 @@ def langgraph(gate: LangGraphGate, graph: Any, answer: AnswerFn | None) -> Regis
                         "threads")
 
     async def resume(run: Run) -> Any:
-        return await gate.resume(graph, run, wait=False)
+        return await gate.resume(graph, run, wait=False, keep_pause=True)
 
     return Registered(gate.ADAPTER, gate.name, listed(gate.pauses, gate.ADAPTER), resume,
                       answer or _state_answer)
@@ -87,3 +87,18 @@ def _state_answer(state: Any) -> str:
 
 def still_paused(outcome: Any) -> bool:
     return isinstance(outcome, Paused)
+
+def store_key(pauses: ListedPauses) -> object:
+    """Two FilePauses on one directory are one store; any other store is itself."""
+    if isinstance(pauses, FilePauses):
+        return pauses.directory.resolve()
+    return id(pauses)
+
+
+def match(candidates: list[Registered], record: PauseRecord) -> Registered | None:
+    """The registration a pause belongs to; a pause that names no agent (the first record
+    format, or a gate without ``name``) goes to the only one of its adapter."""
+    same = [r for r in candidates if r.adapter == record.adapter]
+    if record.agent is None:
+        return same[0] if len(same) == 1 else None
+    return next((r for r in same if r.name == record.agent), None)

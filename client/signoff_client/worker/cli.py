@@ -42,12 +42,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="MODULE:ATTR", help="where your Worker is, e.g. "
                    "myagents.worker:worker")
     p.add_argument("--url", help="signoff's URL (default: $SIGNOFF_URL)")
-    p.add_argument("--api-key", help="the agents' API key (default: $SIGNOFF_API_KEY)")
+    p.add_argument("--api-key", help="the agents' API key (default: $SIGNOFF_API_KEY; prefer "
+                   "the variable: an argument is visible to other users in ps)")
     p.add_argument("--webhook-port", type=_port, metavar="PORT",
                    help="receive the key's webhooks on PORT instead of long-polling")
-    p.add_argument("--webhook-host", default="127.0.0.1", help="the host the receiver binds")
+    p.add_argument("--webhook-host", default="127.0.0.1",
+                   help="the host the receiver binds (default: %(default)s)")
     p.add_argument("--webhook-secret", metavar="WHSEC", help="the key's webhook signing "
-                   "secret (default: $SIGNOFF_WEBHOOK_SECRET)")
+                   "secret (default: $SIGNOFF_WEBHOOK_SECRET; prefer the variable)")
     return p
 
 

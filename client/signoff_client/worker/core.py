@@ -19,13 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from signoff_client import errors
-from signoff_client.adapters.pauses import (
-    BadPause,
-    FilePauses,
-    ListedPauses,
-    PauseRecord,
-    load_record,
-)
+from signoff_client.adapters.pauses import BadPause, ListedPauses, PauseRecord, load_record
 from signoff_client.client import Signoff
 from signoff_client.models import Call, CallStatus, RunInfo
 from signoff_client.runs import Run
@@ -41,17 +35,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("signoff_client.worker")
 
 PendingCall = tuple[str, str]  # (run_id, call_id)
+#: Run states after which nothing may be resumed (a cancelled run is failed).
+ENDED = frozenset({"answered", "failed"})
 
 
 class Worker:
     """Register each agent's gate and agent (or graph), then ``await worker.serve(...)``."""
 
     def __init__(self, *, concurrency: int = 16, rescan_seconds: float = MAX_WAIT,
-                 stop_grace_seconds: float = 10.0) -> None:
+                 stop_grace_seconds: float = 10.0, read_seconds: float = 30.0) -> None:
         if concurrency < 1 or rescan_seconds <= 0:
             raise ValueError("concurrency must be at least 1 and rescan_seconds positive")
         self.concurrency, self.rescan_seconds = concurrency, rescan_seconds
         self.stop_grace_seconds = stop_grace_seconds
+        #: How long a pass waits on signoff for one run; a run not read goes to the next pass.
+        self.read_seconds = read_seconds
         self.registered: list[Registered] = []
         #: Paused runs this worker cannot resume, and why (reported once each).
         self.unresumable: dict[str, str] = {}
@@ -119,14 +117,33 @@ class Worker:
 
     async def run_pass(self) -> list[PendingCall]:
         """Start a resume for each paused run whose calls are all decided; the pending calls
-        of the others."""
-        pending: list[PendingCall] = []
+        of the others. Runs are read at most ``concurrency`` at once, each on its own: one
+        that cannot be read is reported and the pass goes on."""
+        limit = asyncio.Semaphore(self.concurrency)
+        looks = []
         for pauses, candidates in self._stores():
             for run_id in pauses.paused():
-                if run_id in self._active or run_id in self.failed:
-                    continue
-                pending += await self._consider(pauses, candidates, run_id)
-        return pending
+                if run_id not in self._active and run_id not in self.failed:
+                    looks.append(self._look(limit, pauses, candidates, run_id))
+        return [call for waiting in await asyncio.gather(*looks) for call in waiting]
+
+    async def _look(self, limit: asyncio.Semaphore, pauses: ListedPauses,
+                    candidates: list[Registered], run_id: str) -> list[PendingCall]:
+        async with limit:
+            if self._stopping.is_set():
+                return []  # stopping: no new resumes
+            try:
+                async with asyncio.timeout(self.read_seconds):
+                    return await self._consider(pauses, candidates, run_id)
+            except TimeoutError:
+                log.warning("run %s: signoff did not answer within %.0fs; looked at again next "
+                            "pass", run_id, self.read_seconds,
+                            extra={"action": "worker_read_failed", "run_id": run_id})
+            except Exception as exc:  # a pause that cannot be read must not stop the others
+                self._unresumable(run_id, f"its pause could not be read "
+                                          f"({type(exc).__name__}: {exc}); left paused, "
+                                          "looked at again each pass")
+            return []
 
     async def _consider(self, pauses: ListedPauses, candidates: list[Registered],
                         run_id: str) -> list[PendingCall]:
@@ -137,8 +154,8 @@ class Worker:
             return []
         if record is None:
             return []  # resumed and cleared since the listing
-        registered = _match(candidates, record)
-        if registered is None and _match(self.registered, record) is not None:
+        registered = agents.match(candidates, record)
+        if registered is None and agents.match(self.registered, record) is not None:
             return []  # another store holds the same pauses; its own gate's pass takes it
         if registered is None:
             named = f"agent {record.agent!r}" if record.agent else "an unnamed agent"
@@ -146,6 +163,14 @@ class Worker:
                                       "this worker has not registered; left paused")
             return []
         try:
+            _, body = await self._api().request("GET", f"/runs/{run_id}")
+            info = RunInfo.model_validate(body)
+            if info.state in ENDED:
+                pauses.clear(run_id)
+                log.info("run %s is %s on signoff already; not resumed, its pause cleared",
+                         run_id, info.state, extra={"action": "worker_run_ended",
+                                                    "run_id": run_id, "state": info.state})
+                return []
             calls = [await self._call(run_id, call_id) for call_id in record.calls]
         except errors.SignoffError as exc:
             if isinstance(exc, errors.ApiError) and exc.status == 404:
@@ -157,16 +182,18 @@ class Worker:
                             extra={"action": "worker_read_failed", "run_id": run_id})
             return []
         waiting = [(run_id, c.call_id) for c in calls if c.status is CallStatus.pending]
-        if not waiting:
-            self._active[run_id] = asyncio.create_task(self._resume(registered, record),
+        if not waiting and not self._stopping.is_set() and run_id not in self._active:
+            self._active[run_id] = asyncio.create_task(self._resume(registered, record, info),
                                                        name=f"signoff-resume-{run_id}")
         return waiting
 
-    async def _resume(self, registered: Registered, record: PauseRecord) -> None:
+    async def _resume(self, registered: Registered, record: PauseRecord,
+                      info: RunInfo) -> None:
+        """Resume the agent, finish the run, and only then clear the pause: a failure or a
+        stop anywhere before leaves the record, so the run is found again."""
         run_id = record.run_id
         try:
-            _, info = await self._api().request("GET", f"/runs/{run_id}")
-            run = Run(self._api(), RunInfo.model_validate(info), {}, record.requires)
+            run = Run(self._api(), info, {}, record.requires or [])
             outcome = await registered.resume(run)
             if agents.still_paused(outcome):
                 log.info("run %s resumed by the %s and paused again", run_id,
@@ -174,7 +201,16 @@ class Worker:
                                                     "run_id": run_id})
                 return
             run.answer = registered.answer(outcome)
+            if record.requires is None:
+                registered.pauses.clear(run_id)
+                log.warning("run %s resumed by the %s; its pause record is of the first "
+                            "format, which does not say what the run requires, so the run "
+                            "is left open: finish it yourself; the agent answered %r",
+                            run_id, registered.label(), run.answer[:200],
+                            extra={"action": "worker_left_open", "run_id": run_id})
+                return
             await run.close(None)  # finish; a run that already ended is left as it is
+            registered.pauses.clear(run_id)
             log.info("run %s resumed by the %s; the run is %s; the agent answered %r",
                      run_id, registered.label(), run.info.state, run.answer[:200],
                      extra={"action": "worker_resumed", "run_id": run_id,
@@ -233,7 +269,7 @@ class Worker:
         """Each distinct pause store, with the registrations whose gates keep it."""
         stores: dict[object, tuple[ListedPauses, list[Registered]]] = {}
         for registered in self.registered:
-            stores.setdefault(_store_key(registered.pauses), (registered.pauses, []))[1] \
+            stores.setdefault(agents.store_key(registered.pauses), (registered.pauses, []))[1] \
                 .append(registered)
         return list(stores.values())
 
@@ -253,18 +289,3 @@ class Worker:
                                             params={"wait": wait})
         return Call.model_validate(body)
 
-
-def _store_key(pauses: ListedPauses) -> object:
-    """Two FilePauses on one directory are one store; any other store is itself."""
-    if isinstance(pauses, FilePauses):
-        return pauses.directory.resolve()
-    return id(pauses)
-
-
-def _match(candidates: list[Registered], record: PauseRecord) -> Registered | None:
-    """The registration a pause belongs to; a pause that names no agent (the first record
-    format, or a gate without ``name``) goes to the only one of its adapter."""
-    same = [r for r in candidates if r.adapter == record.adapter]
-    if record.agent is None:
-        return same[0] if len(same) == 1 else None
-    return next((r for r in same if r.name == record.agent), None)

@@ -1,4 +1,5 @@
-"""The worker's webhook receiver: signoff's ``call.decided`` and ``call.expired`` wake a pass.
+"""The worker's webhook receiver: signoff's ``call.decided``, ``call.expired`` and
+``run.finished`` (a run ended elsewhere: its pause is cleared) wake a pass.
 
 Every request is verified with the ``standardwebhooks`` library against the key's
 ``whsec_`` secret; a forged, stale or malformed one gets 401 and changes nothing. A verified
