@@ -281,3 +281,19 @@ def test_gateway__without_an_api_key_says_so_and_starts_nothing(
     assert done.returncode == 2, done
     assert done.stderr.strip() == "error: --api-key (or SIGNOFF_API_KEY) is required"
     assert not started.exists()
+
+
+def test_gateway__without_a_gate_says_so_and_starts_nothing(
+        payments: Payments, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}",
+         "--url", "http://127.0.0.1:9", "--api-key", "so_unused",
+         "--requester", harness.REQUESTER],
+        cwd=replicas.REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert done.returncode == 2, done
+    assert done.stderr.splitlines() == [
+        "error: --gate GLOB is required: without it no tool would need approval"], done
+    assert not started.exists()
