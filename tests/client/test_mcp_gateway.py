@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from signoff_client.adapters.mcp_gateway import IDEMPOTENCY_META_KEY
 
+from bot.sandbox import fake_slack
 from tests.acceptance import replicas
 from tests.client import harness
 from tests.client.mcp_harness import (
@@ -167,17 +169,24 @@ async def test_resumed_agent__the_same_named_call_never_runs_twice_nor_after_a_d
     assert len(any_server.cards()) == cards, "nobody is asked again"
 
 
-async def test_resumed_agent__a_gateway_killed_while_waiting_is_joined_not_asked_again(
-        server: harness.Served, payments: Payments) -> None:
-    async with http_gateway_process(server, payments) as first:
+async def killed_while_waiting(served: harness.Served, payments: Payments,
+                               key: str) -> fake_slack.Message:
+    """The card of a call named ``key`` whose gateway was killed while the card waited."""
+    async with http_gateway_process(served, payments) as first:
         async with session_at(first.url) as session:
             waiting = asyncio.create_task(session.call_tool("refund_order", ARGS,
-                                                            meta=keyed("ticket-9")))
-            card = await server.wait_for_card("refund_order")
+                                                            meta=keyed(key)))
+            card = await served.wait_for_card("refund_order")
             first.kill()
             await first.process.wait()
             waiting.cancel()  # the agent's side of the dead connection
             await asyncio.gather(waiting, return_exceptions=True)
+    return card
+
+
+async def test_resumed_agent__a_gateway_killed_while_waiting_is_joined_not_asked_again(
+        server: harness.Served, payments: Payments) -> None:
+    card = await killed_while_waiting(server, payments, "ticket-9")
 
     async with http_gateway(server, payments) as session:
         task = asyncio.create_task(session.call_tool("refund_order", ARGS,
@@ -194,15 +203,7 @@ async def test_named_call__the_same_key_with_other_arguments_is_refused_and_asks
         any_server: harness.Served, payments: Payments) -> None:
     # The gateway dies while the card waits, and the card is approved with nobody there: the
     # run is running again and its call has not run, so another call could still enter it.
-    async with http_gateway_process(any_server, payments) as first:
-        async with session_at(first.url) as session:
-            waiting = asyncio.create_task(session.call_tool("refund_order", ARGS,
-                                                            meta=keyed("ticket-7")))
-            card = await any_server.wait_for_card("refund_order")
-            first.kill()
-            await first.process.wait()
-            waiting.cancel()
-            await asyncio.gather(waiting, return_exceptions=True)
+    card = await killed_while_waiting(any_server, payments, "ticket-7")
     await any_server.approve(card)
 
     async with gateway(any_server, payments) as session:
@@ -270,31 +271,21 @@ async def test_gateway__a_malformed_call_name_is_refused_and_nothing_is_asked(
     assert server.cards() == [] and payments.refunds() == []
 
 
-def test_gateway__without_an_api_key_says_so_and_starts_nothing(
-        payments: Payments, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("left_out", "said"), [
+    ("--api-key", "error: --api-key (or SIGNOFF_API_KEY) is required"),
+    ("--gate", "error: --gate GLOB is required: without it no tool would need approval"),
+])
+def test_gateway__without_a_required_flag_says_so_and_starts_nothing(
+        tmp_path: Path, left_out: str, said: str) -> None:
     started = tmp_path / "started"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    given = {"--gate": "*", "--api-key": "so_unused"}
+    flags = [part for flag, value in given.items() if flag != left_out for part in (flag, value)]
     done = subprocess.run(
-        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}",
-         "--gate", "*", "--url", "http://127.0.0.1:9", "--requester", harness.REQUESTER],
+        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}", *flags,
+         "--url", "http://127.0.0.1:9", "--requester", harness.REQUESTER],
         cwd=replicas.REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     assert done.returncode == 2, done
-    assert done.stderr.strip() == "error: --api-key (or SIGNOFF_API_KEY) is required"
-    assert not started.exists()
-
-
-def test_gateway__without_a_gate_says_so_and_starts_nothing(
-        payments: Payments, tmp_path: Path) -> None:
-    started = tmp_path / "started"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-    done = subprocess.run(
-        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}",
-         "--url", "http://127.0.0.1:9", "--api-key", "so_unused",
-         "--requester", harness.REQUESTER],
-        cwd=replicas.REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
-
-    assert done.returncode == 2, done
-    assert done.stderr.splitlines() == [
-        "error: --gate GLOB is required: without it no tool would need approval"], done
+    assert done.stderr.splitlines() == [said], done
     assert not started.exists()
