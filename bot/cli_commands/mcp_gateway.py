@@ -58,6 +58,9 @@ def run_gateway(args: argparse.Namespace) -> int:
     url = _setting(args.url, "SIGNOFF_URL", "--url")
     api_key = _setting(args.api_key, "SIGNOFF_API_KEY", "--api-key")
     requester = _setting(args.requester, "SIGNOFF_REQUESTER", "--requester")
+    if not args.gate:  # a gateway gating nothing would pass every call through unasked
+        fail("--gate GLOB is required: without it no tool would need approval",
+             EXIT_NOT_SET_UP)
     if not args.upstream.strip():
         fail("--upstream needs the command that starts the upstream MCP server",
              EXIT_NOT_SET_UP)
@@ -84,7 +87,7 @@ def add_parser(commands: Any) -> None:
     gateway.add_argument("--upstream", required=True, metavar="COMMAND",
                          help="the command that starts the upstream MCP server (stdio)")
     gateway.add_argument("--gate", action="append", default=[], metavar="GLOB",
-                         help="tools needing approval, e.g. 'refund_*' (repeatable)")
+                         help="tools needing approval, e.g. 'refund_*' (repeatable; at least one)")
     gateway.add_argument("--preview", action="append", default=[], type=helper_rule,
                          metavar="GLOB=TOOL",
                          help="a read-only upstream TOOL, called with a gated call's "

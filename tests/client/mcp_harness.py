@@ -158,3 +158,9 @@ def ledger(served: harness.Served, run_id: str) -> list[dict[str, Any]]:
     shown = json.loads(harness.signoff_cli(served.db_url, "runs", "show", run_id, "--json"))
     rows: list[dict[str, Any]] = shown["ledger"]
     return rows
+
+
+def cards_of_run(served: harness.Served, card: fake_slack.Message) -> list[str]:
+    """Every approval card ever posted for ``card``'s run (decided ones too), by ``ts``."""
+    run_id = harness.card_run(card)
+    return [m.ts for m in served.cluster.fake.messages() if harness.card_run(m) == run_id]

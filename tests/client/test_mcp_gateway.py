@@ -11,14 +11,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from signoff_client.adapters.mcp_gateway import IDEMPOTENCY_META_KEY
 
+from bot.sandbox import fake_slack
 from tests.acceptance import replicas
 from tests.client import harness
 from tests.client.mcp_harness import (
     ARGS,
     api_get,
     calls,
+    cards_of_run,
     gateway,
     http_gateway,
     http_gateway_process,
@@ -121,19 +124,6 @@ async def test_gateway__upstream_tool_error_is_recorded_failed_and_returned_as_i
     assert "`refund_order` (failed)" in notice and "Never ran" not in notice, notice
 
 
-async def test_gateway__the_failed_run_notice_does_not_say_the_tool_never_ran(
-        server: harness.Served, payments: Payments) -> None:
-    async with gateway(server, payments) as session:
-        task = asyncio.create_task(session.call_tool("refund_order",
-                                                     {"order_id": "A-1", "amount": 50.0}))
-        await server.approve(await server.wait_for_card("refund_order"))
-        await settled(task)
-
-    (failed,) = await calls(server, "failed")
-    assert said_in_slack(server, "failed", failed["run_id"], "`refund_order` (failed)")
-    assert not said_in_slack(server, "Never ran"), "refund_order ran; it failed"
-
-
 async def test_gateway_over_http__approved_once_and_declined_never(
         server: harness.Served, payments: Payments) -> None:
     async with http_gateway(server, payments) as session:
@@ -179,28 +169,64 @@ async def test_resumed_agent__the_same_named_call_never_runs_twice_nor_after_a_d
     assert len(any_server.cards()) == cards, "nobody is asked again"
 
 
-async def test_resumed_agent__a_gateway_killed_while_waiting_is_joined_not_asked_again(
-        server: harness.Served, payments: Payments) -> None:
-    async with http_gateway_process(server, payments) as first:
+async def killed_while_waiting(served: harness.Served, payments: Payments,
+                               key: str) -> fake_slack.Message:
+    """The card of a call named ``key`` whose gateway was killed while the card waited."""
+    async with http_gateway_process(served, payments) as first:
         async with session_at(first.url) as session:
             waiting = asyncio.create_task(session.call_tool("refund_order", ARGS,
-                                                            meta=keyed("ticket-9")))
-            card = await server.wait_for_card("refund_order")
+                                                            meta=keyed(key)))
+            card = await served.wait_for_card("refund_order")
             first.kill()
             await first.process.wait()
             waiting.cancel()  # the agent's side of the dead connection
             await asyncio.gather(waiting, return_exceptions=True)
+    return card
+
+
+async def test_resumed_agent__a_gateway_killed_while_waiting_is_joined_not_asked_again(
+        server: harness.Served, payments: Payments) -> None:
+    card = await killed_while_waiting(server, payments, "ticket-9")
 
     async with http_gateway(server, payments) as session:
         task = asyncio.create_task(session.call_tool("refund_order", ARGS,
                                                      meta=keyed("ticket-9")))
-        await asyncio.sleep(1)  # let it reach the server: it joins the call, asks nothing
-        assert [c.ts for c in server.cards()] == [card.ts], "the same card, not a new one"
-        await server.approve(card)
+        await server.approve(card)  # a call asked anew would wait for a card of its own
         result = await settled(task)
 
     (refund,) = payments.refunds()
     assert text_of(result) == f"refunded 40.0 on A-1 as {refund['id']}"
+    assert cards_of_run(server, card) == [card.ts], "the same card, not a new one"
+
+
+async def test_named_call__the_same_key_with_other_arguments_is_refused_and_asks_nothing(
+        any_server: harness.Served, payments: Payments) -> None:
+    # The gateway dies while the card waits, and the card is approved with nobody there: the
+    # run is running again and its call has not run, so another call could still enter it.
+    card = await killed_while_waiting(any_server, payments, "ticket-7")
+    await any_server.approve(card)
+
+    async with gateway(any_server, payments) as session:
+        other = await asyncio.wait_for(session.call_tool(
+            "refund_order", {"order_id": "A-1", "amount": 5.0}, meta=keyed("ticket-7")),
+            timeout=30)
+        more_args = await asyncio.wait_for(session.call_tool(
+            "refund_order", ARGS | {"note": "x"}, meta=keyed("ticket-7")), timeout=30)
+        assert payments.refunds() == [], "a refused replay runs nothing"
+        ran = await settled(asyncio.create_task(
+            session.call_tool("refund_order", ARGS, meta=keyed("ticket-7"))))
+        again = await settled(asyncio.create_task(
+            session.call_tool("refund_order", ARGS, meta=keyed("ticket-7"))))
+
+    for refused in (other, more_args):
+        assert refused.is_error is True, refused
+        assert "'ticket-7' was used before for another call" in text_of(refused), refused
+        assert "the tool did not run" in text_of(refused), refused
+    (refund,) = payments.refunds()
+    assert (refund["amount"], text_of(ran)) == (40.0, f"refunded 40.0 on A-1 as {refund['id']}")
+    assert again.is_error is not True and text_of(again) == text_of(ran), "the recorded result"
+    assert cards_of_run(any_server, card) == [card.ts], "nobody was asked again"
+    assert any_server.cards() == []
 
 
 async def test_unnamed_calls__an_equal_second_call_is_asked_for_again_not_run_unasked(
@@ -245,15 +271,21 @@ async def test_gateway__a_malformed_call_name_is_refused_and_nothing_is_asked(
     assert server.cards() == [] and payments.refunds() == []
 
 
-def test_gateway__without_an_api_key_says_so_and_starts_nothing(
-        payments: Payments, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("left_out", "said"), [
+    ("--api-key", "error: --api-key (or SIGNOFF_API_KEY) is required"),
+    ("--gate", "error: --gate GLOB is required: without it no tool would need approval"),
+])
+def test_gateway__without_a_required_flag_says_so_and_starts_nothing(
+        tmp_path: Path, left_out: str, said: str) -> None:
     started = tmp_path / "started"
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
+    given = {"--gate": "*", "--api-key": "so_unused"}
+    flags = [part for flag, value in given.items() if flag != left_out for part in (flag, value)]
     done = subprocess.run(
-        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}",
-         "--gate", "*", "--url", "http://127.0.0.1:9", "--requester", harness.REQUESTER],
+        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}", *flags,
+         "--url", "http://127.0.0.1:9", "--requester", harness.REQUESTER],
         cwd=replicas.REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
 
     assert done.returncode == 2, done
-    assert done.stderr.strip() == "error: --api-key (or SIGNOFF_API_KEY) is required"
+    assert done.stderr.splitlines() == [said], done
     assert not started.exists()

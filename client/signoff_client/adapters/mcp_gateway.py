@@ -10,7 +10,9 @@ with a tool error result carrying the reason. Ungated tools pass straight throug
 MCP gives a call no identity of its own: two equal calls may be two refunds meant. So each
 call is its own run, unless the client names it with ``_meta["signoff/idempotency_key"]``:
 the same key again is the same run and call, so a resumed agent gets the recorded result
-(or the refusal) instead of a second execution.
+(or the refusal) instead of a second execution. The named run's title carries a fingerprint
+of the tool and its arguments, so the server refuses the same key with another tool or other
+arguments: that is answered with a tool error, and nothing is asked.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import hashlib
 import logging
 import shlex
 from collections.abc import AsyncIterator, Sequence
@@ -43,7 +46,7 @@ from signoff_client.adapters.mcp_world import (
     text_of,
 )
 from signoff_client.client import Signoff
-from signoff_client.runs import Run
+from signoff_client.runs import Run, default_call_id
 
 log = logging.getLogger("signoff_client")
 
@@ -97,15 +100,41 @@ def error_result(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
 
-def idempotency_key(params: types.CallToolRequestParams) -> str | None:
-    """The run's key when the client named the call; None: a run of its own."""
+def given_key(params: types.CallToolRequestParams) -> str | None:
+    """The key the client named the call with; None: an unnamed call, a run of its own."""
     given = (params.meta or {}).get(IDEMPOTENCY_META_KEY)
     if given is None:
         return None
     if not isinstance(given, str) or not 0 < len(given) <= IDEMPOTENCY_KEY_MAX:
         raise ValueError(f"_meta[{IDEMPOTENCY_META_KEY!r}] must be a string of 1 to "
                          f"{IDEMPOTENCY_KEY_MAX} characters")
-    return f"mcp:{given}"
+    return given
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Where a gated call lives in signoff: its run's key and title, and its call id."""
+
+    run_key: str | None
+    title: str
+    call_id: str
+
+    @classmethod
+    def of(cls, name: str, args: dict[str, Any], given: str | None) -> Identity:
+        if given is None:
+            return cls(None, f"MCP tool call: {name}", default_call_id(name, args))
+        # The fingerprint is part of the run's body: the same key with another tool or
+        # other arguments is refused by the server instead of becoming a second call.
+        fingerprint = default_call_id(name, args).removeprefix(f"{name}-")
+        named = hashlib.sha256(given.encode()).hexdigest()[:32]
+        return cls(f"mcp:{given}", f"MCP tool call: {name} (arguments {fingerprint})",
+                   f"mcp-{named}")
+
+
+def another_call_text(given: str) -> str:
+    return (f"signoff: {IDEMPOTENCY_META_KEY} {given!r} was used before for another call "
+            "(another tool or other arguments, or another requester); that call is left as "
+            "it was. This one was not asked for, and the tool did not run.")
 
 
 class Gateway:
@@ -127,29 +156,33 @@ class Gateway:
         if not self.gate.covers(params.name):
             return await self.upstream.call_tool(params.name, args)
         try:
-            key = idempotency_key(params)
+            given = given_key(params)
         except ValueError as exc:
             return error_result(f"signoff: {exc}. Nothing was asked; the tool did not run.")
         waiting = asyncio.create_task(self._report_waiting(ctx))
         try:
-            return await self._gated(params.name, args, key)
+            return await self._gated(params.name, args, given)
         finally:
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
 
     async def _gated(self, name: str, args: dict[str, Any],
-                     key: str | None) -> types.CallToolResult:
+                     given: str | None) -> types.CallToolResult:
+        named = Identity.of(name, args, given)
         try:
             run = await self.signoff.start_run(
-                requester=self.gate.requester, title=f"MCP tool call: {name}",
-                idempotency_key=key, requires=[name])
+                requester=self.gate.requester, title=named.title,
+                idempotency_key=named.run_key, requires=[name])
         except errors.SignoffError as exc:
+            if given is not None and isinstance(exc, errors.ApiError) \
+                    and exc.code == "idempotency_conflict":
+                return error_result(another_call_text(given))
             return error_result(f"signoff: {exc}. Nothing was asked; the tool did not run.")
         try:
-            outcome = await self._call(run, name, args)
+            outcome = await self._call(run, name, args, named.call_id)
         except BaseException:
-            if key is None:  # nobody can come back for this call: its card must not stay open
+            if given is None:  # nobody can come back for this call: its card must not stay open
                 with anyio.CancelScope(shield=True), contextlib.suppress(errors.SignoffError):
                     await run.cancel()
             raise
@@ -160,7 +193,8 @@ class Gateway:
                         extra={"action": "mcp_finish", "run_id": run.id, "problem": str(exc)})
         return outcome
 
-    async def _call(self, run: Run, name: str, args: dict[str, Any]) -> types.CallToolResult:
+    async def _call(self, run: Run, name: str, args: dict[str, Any],
+                    call_id: str) -> types.CallToolResult:
         """The round for one gated call, as the MCP client should read it; sets the answer."""
 
         async def execute(**arguments: Any) -> dict[str, Any]:
@@ -172,7 +206,7 @@ class Gateway:
             return dumped
 
         try:
-            recorded = await run.call(name, args, execute=execute,
+            recorded = await run.call(name, args, call_id=call_id, execute=execute,
                                       preview=self.world.preview_for(name),
                                       guard=self.world.guard_for(name),
                                       ttl_minutes=self.gate.ttl_minutes)
