@@ -131,6 +131,15 @@ class Identity:
                    f"mcp-{named}")
 
 
+#: The upstream's own words go into the run's answer; the API refuses an answer over 20,000
+#: characters, which would leave the run open forever.
+ANSWER_MAX = 2_000
+
+
+def clipped(answer: str) -> str:
+    return answer if len(answer) <= ANSWER_MAX else answer[:ANSWER_MAX - 1] + "…"
+
+
 def another_call_text(given: str) -> str:
     return (f"signoff: {IDEMPOTENCY_META_KEY} {given!r} was used before for another call "
             "(another tool or other arguments, or another requester); that call is left as "
@@ -211,11 +220,11 @@ class Gateway:
                                       guard=self.world.guard_for(name),
                                       ttl_minutes=self.gate.ttl_minutes)
         except UpstreamToolError as exc:
-            run.answer = f"{name} ran and failed: {exc}"
+            run.answer = clipped(f"{name} ran and failed: {exc}")
             return exc.result  # what the tool said, as it said it
         except errors.CallFailed as exc:
             said = exc.result.get("message") if isinstance(exc.result, dict) else exc.result
-            run.answer = f"{name} ran before and failed; it was not run again: {said}"
+            run.answer = clipped(f"{name} ran before and failed; it was not run again: {said}")
             return error_result(f"signoff: {run.answer}")
         except errors.OutcomeUnknown as exc:
             run.answer = (f"{name} was interrupted while it ran; whether it took effect is "
