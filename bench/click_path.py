@@ -12,20 +12,30 @@ started earlier (the outbox relay, the webhook sender, the scheduler) does not
 have it, so its work is not on the path even when the click's commit wakes it.
 Only fresh calls count: a coroutine resuming after an ``await`` is not a new visit.
 
-Prints the files in the order they are first entered (with the functions
-called in each), the count per package, how often the path entered each file
-again after leaving it, the sequence of layer transitions
-(each call from one layer into another, in order, repeats collapsed), and
-every call that goes upward (store -> resume, resume -> bot, store -> bot: a
-hook or callback pointing the wrong way).
+The path is what a reader follows: the files with a frame on the stack at each
+thing the click does. Those things are the framework handing control to signoff
+(aiohttp's middleware, Bolt's middleware and listener, the spawned drive), each
+transaction signoff opens (to read or to write), each call into the app (its
+scope, preview and guard), and the tool's call. Every other file the click
+enters is consulted on the way: called, and returned from, without leading to
+any of those. These are the codecs, the clock, the message model, a budget
+check, and the builder of an outbox payload. The bench prints the stacks, then
+the path with a per-layer count, and checks two things on every stack: no file
+is there twice, and the layers run bot > resume > store. Then come the
+consulted files with their functions, all files entered, how often each file
+was entered again after leaving it, the layer transitions (repeats
+collapsed), and every upward call (store -> resume, resume -> bot, store ->
+bot: a hook or callback pointing the wrong way).
 
     python -m bench.click_path
 
-Measured on the quotes example, SQLite: 21 files (bot 5, resume 10, store 6);
-transitions ``bot>resume resume>store bot>resume resume>store`` (decide before
-the ack's work ends, then the drive that ``Services.carry_on`` starts); no
-upward call; 112 file visits. Before: 32 files measured this way (128 visits),
-34 the old way, which also counted the loops the commit woke.
+Measured on the quotes example, SQLite: the path is 12 files (bot 3, resume 5,
+store 4), each once on every stack, always downward; 8 more are consulted; 20
+in all (bot 4, resume 10, store 6); no upward call; 110 file visits. Counting
+each SQL statement instead of each transaction adds ``store/transitions.py``
+(the guarded UPDATE that ``claims`` and ``runs`` build their writes with): 13.
+Before this bench showed the path: 21 files entered in all (112 visits), 32
+before that, 34 the old way, which also counted the loops the commit woke.
 """
 
 from __future__ import annotations
@@ -50,6 +60,8 @@ LAYERS = ("bot", "resume", "store")
 TOOL_FILE, TOOL_FUNCTION = "examples/quotes.py", "send"
 #: aiohttp runs each request in a task of its own, started in this coroutine.
 REQUEST_FILE, REQUEST_FUNCTION = "aiohttp/web_protocol.py", "_handle_request"
+#: Every transaction the store opens (to read or to write) begins here.
+TRANSACTION_FILE, TRANSACTIONS = "store/engine.py", ("read", "write")
 
 #: Set in the click's request task; inherited by every task it spawns.
 IN_CLICK: contextvars.ContextVar[bool] = contextvars.ContextVar("in_click", default=False)
@@ -100,6 +112,8 @@ class Trace:
         self.visits: dict[str, int] = {}
         self._last: str | None = None
         self.tool_ran = False
+        #: What the click did, and the repo files on the stack then (outermost first).
+        self.stacks: list[tuple[str, list[str]]] = []
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         if self.tool_ran or event != "call":
@@ -112,10 +126,28 @@ class Trace:
         code = frame.f_code
         if code.co_filename.endswith(TOOL_FILE) and code.co_name == TOOL_FUNCTION:
             self.tool_ran = True
+            self.stacks.append(("the tool's call", _stack(frame.f_back)))
             return
         path = _repo_file(code.co_filename)
-        if path is None or not _fresh(frame):
+        if not _fresh(frame):
             return
+        self._mark(frame, path)
+        if path is not None:
+            self._visit(frame, path)
+
+    def _mark(self, frame: FrameType, path: str | None) -> None:
+        """Record the stack when this call is one of the things the click does."""
+        code, by_us = frame.f_code, frame.f_back is not None \
+            and _repo_file(frame.f_back.f_code.co_filename) is not None
+        if path is None and code.co_filename.startswith(str(ROOT / "examples")) and by_us:
+            self.stacks.append((f"the app's {code.co_name}", _stack(frame.f_back)))
+        elif path == TRANSACTION_FILE and code.co_name in TRANSACTIONS and _ours(frame):
+            self.stacks.append((f"{code.co_name} from {_caller_name(frame)}", _stack(frame)))
+        elif path is not None and _layer(path) == "bot" and not by_us:
+            self.stacks.append((f"{code.co_name}, called by the framework", _stack(frame)))
+
+    def _visit(self, frame: FrameType, path: str) -> None:
+        code = frame.f_code
         if path not in self.order:
             self.order.append(path)
         if path != self._last:
@@ -133,6 +165,24 @@ class Trace:
         if LAYERS.index(step[0]) > LAYERS.index(step[1]):
             key = (f"{caller_path} {_caller_name(frame)}", f"{path} {code.co_name}")
             self.upward[key] = self.upward.get(key, 0) + 1
+
+def _ours(frame: FrameType) -> bool:
+    """The transaction is opened by signoff's code, not by the app's (its own world's)."""
+    caller = frame.f_back
+    while caller is not None and caller.f_code.co_filename.endswith("contextlib.py"):
+        caller = caller.f_back
+    return caller is not None and _repo_file(caller.f_code.co_filename) is not None
+
+
+def _stack(frame: FrameType | None) -> list[str]:
+    """The repo files with a frame on the stack, outermost first, repeats collapsed."""
+    files: list[str] = []
+    while frame is not None:
+        path = _repo_file(frame.f_code.co_filename)
+        if path is not None and (not files or files[-1] != path):
+            files.append(path)
+        frame = frame.f_back
+    return files[::-1]
 
 
 def _caller_frame(frame: FrameType) -> FrameType | None:
@@ -172,10 +222,22 @@ async def main() -> None:
 
 
 def report(trace: Trace) -> None:
-    for n, path in enumerate(trace.order, 1):
-        print(f"{n:3} {path:32} {', '.join(trace.functions[path])}")
-    counts = {layer: sum(_layer(p) == layer for p in trace.order) for layer in LAYERS}
-    print(f"files: {len(trace.order)} ({', '.join(f'{k} {v}' for k, v in counts.items())})")
+    path = list(dict.fromkeys(p for _, stack in trace.stacks for p in stack))
+    once = all(len(stack) == len(set(stack)) for _, stack in trace.stacks)
+    downward = all([LAYERS.index(_layer(p)) for p in stack]
+                   == sorted(LAYERS.index(_layer(p)) for p in stack) for _, stack in trace.stacks)
+    print("The path: the files on the stack at each thing the click does")
+    shown = list(dict.fromkeys((what, " > ".join(stack)) for what, stack in trace.stacks))
+    for what, stack_text in shown:
+        print(f"    {what:44} {stack_text}")
+    print(f"path: {len(path)} files ({_per_layer(path)}): {', '.join(path)}")
+    print(f"each file once on every stack: {'yes' if once else 'no'}; "
+          f"every stack runs bot > resume > store: {'yes' if downward else 'no'}")
+    consulted = [p for p in trace.order if p not in path]
+    print(f"consulted on the way (called, and returned): {len(consulted)} files")
+    for p in consulted:
+        print(f"    {p:32} {', '.join(trace.functions[p])}")
+    print(f"files the click's code entered at all: {len(trace.order)} ({_per_layer(trace.order)})")
     again = sorted(((n, p) for p, n in trace.visits.items() if n > 1), reverse=True)
     print(f"file visits: {sum(trace.visits.values())}; entered more than once:",
           ", ".join(f"{p} {n}" for n, p in again) or "none")
@@ -184,6 +246,10 @@ def report(trace: Trace) -> None:
     print("upward calls:", "none" if not trace.upward else "")
     for (caller, callee), times in sorted(trace.upward.items()):
         print(f"    {caller} -> {callee}: {times}")
+
+
+def _per_layer(files: list[str]) -> str:
+    return ", ".join(f"{layer} {sum(_layer(p) == layer for p in files)}" for layer in LAYERS)
 
 
 if __name__ == "__main__":

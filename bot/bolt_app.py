@@ -16,7 +16,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import config, listeners, workspace
+from bot import config, intake, listeners
 from bot.services import Services
 
 #: Retries of one Web API call made while handling a request (the outbox job
@@ -58,7 +58,7 @@ def build(services: Services) -> AsyncApp:
         request_verification_enabled=True,
         name="signoff",
     )
-    app.use(workspace.only_own_workspace)  # before every listener, on every door
+    app.use(intake.only_own_workspace)  # before every listener, on every door
     app.use(services.into_context)
     listeners.register(app)
     return app

@@ -1,48 +1,45 @@
-"""The door in front of Bolt: only signed, first-seen requests the bot handles get through.
+"""The door: only signed, first-seen requests the bot handles, from its own workspace, get in.
 
-Bolt parses the body before it checks the signature, and its routing indexes
-into the payload unguarded, so a malformed body makes it raise and aiohttp
-answers 500. This middleware, on ``POST /slack/events`` only, answers first:
+Bolt parses the body before it checks the signature, and its routing indexes into the payload
+unguarded, so a malformed body makes it raise and aiohttp answers 500. ``middleware``, on
+``POST /slack/events`` only, answers first:
 
-- 401 ``{"error": "invalid request"}`` (Bolt's own answer) unless the raw
-  bytes carry a valid signature within the +-5 minute window;
-- 200 with an empty body, doing nothing, for a delivery Slack marks as a retry
-  (``X-Slack-Retry-Num``): the first delivery was the one acted on;
-- 400 ``{"error": "malformed request"}`` for a signed body that is not one of
-  the requests the bot handles (``problem``, below): not UTF-8, nested too deep,
-  of a payload type, command, action or callback id signoff has no listener
-  for, or missing a field the listeners read;
-- 409 ``{"error": "request already seen"}`` for the same signed slash command
-  (same timestamp and signature) a second time, on this replica or another one
-  sharing the database (``store.seen``). Clicks and decline submissions are not
-  recorded: each carries a single-use token, so a replay is told the request was
-  already decided and changes nothing, and the click's ack waits on no write.
+- 401 ``{"error": "invalid request"}`` (Bolt's own answer) unless the raw bytes carry a valid
+  signature within the +-5 minute window;
+- 200, empty, doing nothing, for a delivery Slack marks as a retry (``X-Slack-Retry-Num``);
+- 400 ``{"error": "malformed request"}`` for a signed body that is not one of the requests the
+  bot handles (``problem``): not UTF-8, nested deeper than :data:`MAX_DEPTH`, of a payload type,
+  command, action or callback id signoff has no listener for, or missing a field Bolt or a
+  listener reads, or of another type than they read it as;
+- 409 ``{"error": "request already seen"}`` for the same signed slash command (same timestamp
+  and signature) again, on any replica sharing the database (``store.seen``). Clicks and
+  decline submissions carry a single-use token, so a replay is told "already decided" and
+  changes nothing: they are not recorded, and the click's ack waits on no write.
 
-Everything else goes to Bolt unchanged, which verifies the signature again.
-
-The requests signoff handles, as an allow-list (``problem`` says why anything
-else is not one of them): ``/signoff`` slash commands; ``block_actions`` whose
-every action is the card's Approve or Decline button; ``view_submission`` of the
-decline-reason modal; Slack's ``ssl_check`` of the command URL (Bolt answers
-it). Within those, every field Bolt or a listener reads must be there with the
-type they read it as, and nothing may be nested deeper than :data:`MAX_DEPTH`
-(Python's parser and Bolt recurse, and a deep enough body is a RecursionError).
+Everything else goes to Bolt unchanged, which verifies the signature again. Inside Bolt, on
+every door it serves (HTTP and Socket Mode), ``only_own_workspace`` refuses a request naming a
+team or enterprise other than the bot's own (a Slack Connect guest's own team included): it is
+logged (``action: foreign_workspace``), nothing runs, and the sender gets 403
+``{"error": "request from another workspace"}``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
+from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.internals import parse_body
+from slack_bolt.response import BoltResponse
 
-from bot import ids
+from bot import ids, metrics
 from store import errors
 from store.engine import Database
 from store.seen import SeenRequests
@@ -51,15 +48,12 @@ log = logging.getLogger(__name__)
 
 #: Slack's replay window: a request older (or newer) than this is refused.
 MAX_SKEW_SECONDS = 300
-#: How long a seen signature is kept past its timestamp: the window, plus room for
-#: replicas whose clocks disagree by up to a minute.
+#: How long a seen signature is kept: the window, plus a minute of replicas' clock skew.
 KEEP_SEEN_SECONDS = MAX_SKEW_SECONDS + 60
-#: Deepest nesting of objects and lists a handled payload may have; Slack's own
-#: (a card's blocks with rich text inside a block_actions) stay well under it.
+#: Deepest nesting of objects and lists a handled payload may have; Slack's own stay well under.
 MAX_DEPTH = 64
 ACTIONS = frozenset({ids.APPROVE_ACTION, ids.DECLINE_ACTION})
 CALLBACKS = frozenset({ids.DECLINE_REASON_CALLBACK})
-
 Problem = Callable[[dict[str, Any]], str | None]
 
 
@@ -75,6 +69,7 @@ def middleware(path: str, signing_secret: str, db: Database | None = None) -> Mi
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.method != "POST" or request.path != path:
             return await handler(request)
+        start = time.perf_counter()  # a click's ack time includes the door's checks
         raw = await request.read()  # aiohttp caches it: Bolt reads it again
         stamp = _signed(secret, raw, request.headers)
         if stamp is None:
@@ -90,7 +85,10 @@ def middleware(path: str, signing_secret: str, db: Database | None = None) -> Mi
                 and not await _first_sight(seen, stamp, request)):
             _refused("replayed_request", request)
             return web.json_response({"error": "request already seen"}, status=409)
-        return await handler(request)
+        response = await handler(request)  # Bolt answers when the listener acks
+        if raw.startswith(b"payload="):  # interactivity (a click, a submission), not a command
+            metrics.acked("http", time.perf_counter() - start)
+        return response
 
     return guard
 
@@ -115,22 +113,67 @@ async def _first_sight(seen: SeenRequests, stamp: int, request: web.Request) -> 
     try:
         return await seen.first_sight(stamp, request.headers["X-Slack-Signature"])
     except errors.DatabaseUnavailable as exc:
-        # Let it through: everything a request can change lives in the same database,
-        # so the listener meets the same outage and tells the person to try again.
+        # Let it through: the listener meets the same outage and tells the person to retry.
         log.warning("could not record a request as seen: %s", exc,
                     extra={"action": "seen_unrecorded", "error": str(exc)})
         return True
 
 
 def _refused(action: str, request: web.Request, why: str | None = None) -> None:
-    log.info("refused at the door: %s%s", action, f" ({why})" if why else "",
-             extra={"action": action, "reason": why,
-                    "retry_num": request.headers.get("X-Slack-Retry-Num")})
+    log.info("refused at the door: %s%s", action, f" ({why})" if why else "", extra={
+        "action": action, "reason": why, "retry_num": request.headers.get("X-Slack-Retry-Num")})
+
+
+# --- Only the bot's own workspace ------------------------------------------------------
+FOREIGN_STATUS = 403
+FOREIGN_BODY = json.dumps({"error": "request from another workspace"})
+
+
+async def only_own_workspace(
+    body: dict[str, Any],
+    context: AsyncBoltContext,
+    next: Callable[[], Awaitable[BoltResponse]],  # Bolt passes arguments by these names
+) -> BoltResponse:
+    """Bolt global middleware: call the listeners only for the bot's own workspace."""
+    authorized = context.authorize_result
+    if authorized is None:  # Bolt answers requests that need no authorization itself
+        return await next()
+    own = {"team": authorized.team_id, "enterprise": authorized.enterprise_id}
+    foreign = [(kind, found) for kind, found in named(body) if found != own[kind]]
+    if not foreign:
+        return await next()
+    log.warning("refused a request from another workspace: %s",
+                ", ".join(f"{kind} {found!r}" for kind, found in foreign),
+                extra={"action": "foreign_workspace", "named": dict(foreign),
+                       "own_team": own["team"], "own_enterprise": own["enterprise"]})
+    return BoltResponse(status=FOREIGN_STATUS, body=FOREIGN_BODY,
+                        headers={"content-type": "application/json"})
+
+
+def named(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Every (``team`` | ``enterprise``, id) the request names, as Slack sends them."""
+    yield from _ids("team", body.get("team"), body.get("team_id"))
+    user = body.get("user")
+    if isinstance(user, dict):
+        yield from _ids("team", user.get("team_id"))
+    yield from _ids("enterprise", body.get("enterprise"), body.get("enterprise_id"))
+
+
+def _ids(kind: str, *values: Any) -> Iterator[tuple[str, str]]:
+    for value in values:
+        found = value.get("id") if isinstance(value, dict) else value
+        if found not in (None, ""):
+            yield kind, str(found)
 
 
 # --- The requests signoff handles ---------------------------------------------------------
 def problem(raw: bytes, content_type: str | None) -> str | None:
-    """Why this body is not a request signoff handles; None when it is one."""
+    """Why this body is not a request signoff handles; None when it is one.
+
+    Handled, as an allow-list: ``/signoff`` slash commands; ``block_actions`` whose every action
+    is the card's Approve or Decline; the decline-reason modal's ``view_submission``; Slack's
+    ``ssl_check`` of the command URL (Bolt answers it).
+    """
     try:
         body = parse_body(raw.decode("utf-8"), content_type)
     except ValueError:  # not UTF-8, or a payload that is not JSON
@@ -156,12 +199,7 @@ def problem(raw: bytes, content_type: str | None) -> str | None:
 
 
 def is_command(raw: bytes, content_type: str | None) -> bool:
-    """A slash command: the one kind of request a replay could repeat.
-
-    A click or a decline-reason submission carries a single-use pending token,
-    so its replay is answered "already decided" and changes nothing; it is not
-    recorded, which keeps the click's ack free of a database write.
-    """
+    """A slash command: the one kind of request a replay could repeat (see the module docstring)."""
     if content_type != "application/x-www-form-urlencoded":
         return False
     try:
@@ -220,9 +258,7 @@ def _command(body: dict[str, Any]) -> str | None:
 
 def _user(body: dict[str, Any]) -> str | None:
     user = body.get("user")
-    if not isinstance(user, dict) or not isinstance(user.get("id"), str):
-        return "no user id"
-    return None
+    return None if isinstance(user, dict) and isinstance(user.get("id"), str) else "no user id"
 
 
 def _block_actions(body: dict[str, Any]) -> str | None:
@@ -256,12 +292,9 @@ def _view_submission(body: dict[str, Any]) -> str | None:
 
 
 def _nested_dicts(value: Any, depth: int) -> bool:
-    if depth == 0:
-        return True
-    return isinstance(value, dict) and all(_nested_dicts(v, depth - 1) for v in value.values())
+    return depth == 0 or (isinstance(value, dict)
+                          and all(_nested_dicts(v, depth - 1) for v in value.values()))
 
 
-_BY_TYPE: dict[str, Problem] = {
-    "block_actions": _block_actions,
-    "view_submission": _view_submission,
-}
+_BY_TYPE: dict[str, Problem] = {"block_actions": _block_actions,
+                                "view_submission": _view_submission}

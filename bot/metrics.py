@@ -29,7 +29,6 @@ import logging
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import (
@@ -84,8 +83,9 @@ OUTBOX_DEAD = Counter("signoff_outbox_dead", "Outbox rows this process gave up o
 RECOVERIES = Counter("signoff_recoveries", "Orphaned runs this process's reaper handled, per "
                      "outcome (recovered, exhausted, interrupted).", ["outcome"])
 EXPIRED = Counter("signoff_expired", "Suspensions this process expired (suspension_expired).")
-# The HTTP API's requests are counted here too, once the API exists:
-# API_REQUESTS = Counter("signoff_api_requests", "...", ["route", "status"])
+API_REQUESTS = Counter("signoff_api_requests", "Requests to the HTTP API this process "
+                       "answered, per route (method and path template) and HTTP status.",
+                       ["route", "status"])
 
 TRANSPORTS = ("http", "socket_mode")
 DECISION_KINDS = ("approve", "decline")
@@ -123,6 +123,10 @@ def decided(outcome: outcomes.Claimed | outcomes.Refusal) -> None:
 def waited(claimed: outcomes.Claimed) -> None:
     """How long the claimed request waited for its decision (the entry says)."""
     APPROVAL_WAIT.observe(max(0.0, claimed.waited.total_seconds()))
+
+
+def api_request(route: str, status: int) -> None:
+    API_REQUESTS.labels(route=route, status=str(status)).inc()
 
 
 def acked(transport: str, seconds: float) -> None:
@@ -228,24 +232,6 @@ def _refusal(request: web.Request, token: SecretStr | None) -> web.Response | No
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def ack_timer(events_path: str) -> Any:
-    """Middleware: time each click on ``events_path`` from arrival to the HTTP answer (the ack:
-    Bolt answers when the listener acks)."""
-
-    @web.middleware
-    async def timed(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path != events_path or request.method != "POST":
-            return await handler(request)
-        start = time.perf_counter()
-        response = await handler(request)
-        # Interactivity (clicks, submissions) arrives as `payload=<JSON>`; commands do not.
-        if (await request.read()).startswith(b"payload="):
-            acked("http", time.perf_counter() - start)
-        return response
-
-    return timed
 
 
 def install(web_app: web.Application, path: str, rt: Runtime, token: SecretStr | None) -> None:

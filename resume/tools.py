@@ -7,9 +7,14 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+# One definition for hosted apps and external agents: a guard's verdict and a
+# reconciliation mean the same on both sides of the API.
+from signoff_client.tools import Guard as Guard
+from signoff_client.tools import Reconciliation as Reconciliation
 
 from resume.messages import ToolSpec
 from resume.outbox import FieldChange, PreviewData
@@ -77,43 +82,6 @@ def diff(old: Preview, new: Preview) -> list[FieldChange]:
     if old.body != new.body:
         changes.append(FieldChange(field="details", old=old.body, new=new.body))
     return changes
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A tool's pre-execution check: ok, or a code and a human message."""
-
-    ok: bool
-    code: str | None = None
-    message: str | None = None
-
-    @classmethod
-    def passed(cls) -> Guard:
-        return cls(True)
-
-    @classmethod
-    def blocked(cls, code: str, message: str) -> Guard:
-        return cls(False, code, message)
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """What a tool's ``reconcile`` knows about a write made with an idempotency key."""
-
-    outcome: Literal["done", "not_done", "cannot_tell"]
-    result: Any = None
-
-    @classmethod
-    def done(cls, result: Any) -> Reconciliation:
-        return cls("done", result)
-
-    @classmethod
-    def not_done(cls) -> Reconciliation:
-        return cls("not_done")
-
-    @classmethod
-    def cannot_tell(cls) -> Reconciliation:
-        return cls("cannot_tell")
 
 
 @dataclass(frozen=True)

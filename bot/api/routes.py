@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel
 
+from bot import metrics
 from bot.api import auth, calls, models, openapi, runs, webhooks
 from bot.api.context import CONTEXT, ApiContext, Handler
 from bot.api.errors import ApiError
@@ -71,7 +72,7 @@ ROUTES: tuple[Route, ...] = (
 
 def add_api_routes(app: web.Application, services: Services) -> None:
     """Serve the API under ``/api/v1/`` on ``app``, with its background work."""
-    sub = web.Application(middlewares=[_json_errors])
+    sub = web.Application(middlewares=[_counted, _json_errors])
     sub[CONTEXT] = ApiContext(services)
     for route in ROUTES:
         sub.router.add_route(route.method, route.path, _guarded(route.handler))
@@ -84,6 +85,24 @@ def add_api_routes(app: web.Application, services: Services) -> None:
     sub.cleanup_ctx.append(_background)
     sub.on_shutdown.append(_stopping)
     app.add_subapp(PREFIX, sub)
+
+
+@web.middleware
+async def _counted(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Count every answer in ``signoff_api_requests_total``, by path template (never the ids)."""
+    matched = request.match_info.route  # aiohttp's 404/405 match no resource
+    route = "unmatched" if matched.resource is None else \
+        f"{matched.method} {matched.resource.canonical}"
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as exc:
+        metrics.api_request(route, exc.status)
+        raise
+    except Exception:
+        metrics.api_request(route, 500)
+        raise
+    metrics.api_request(route, response.status)
+    return response
 
 
 @web.middleware

@@ -22,7 +22,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Guard:
-    """A check's verdict: ok, or a code and a message for the card and the agent."""
+    """A guard's verdict: ok, or a code and a message for the card and the agent.
+
+    The server's hosted apps use this same class (``resume.Guard``).
+    """
 
     ok: bool
     code: str | None = None

@@ -21,6 +21,7 @@ from examples.crm import CRM
 from store import engine, runs, schema
 from store.records import Run
 from store.states import RunState
+from tests.bot.api_harness import Agent, make_key
 from tests.bot.harness import APPROVALS, ASK, REP, BotWorld, bot_world, settings_for
 from tests.bot.socket_harness import socket_world
 from tests.store import factories
@@ -263,3 +264,39 @@ async def test_metrics__a_card_slack_refuses_for_good_is_a_dead_letter(world: Bo
         before, "signoff_outbox_dead_total") == 1
     assert value(after, "signoff_outbox_pending") == 0
     assert world.fake.messages(APPROVALS) == []
+
+
+async def test_metrics__a_click_the_door_refuses_is_not_an_ack(world: BotWorld) -> None:
+    run = await _asked(world)
+    before = await scrape(world)
+    body = world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or "")
+    assert (await world.post(body, secret="not-the-signing-secret"))[0] == 401
+    after = await scrape(world)
+    assert value(after, "signoff_click_ack_seconds_count", transport="http") \
+        == value(before, "signoff_click_ack_seconds_count", transport="http")
+    assert (await runs.get(world.db, run.id)).state is RunState.suspended  # nothing happened
+
+
+async def test_metrics__api_requests_are_counted_by_route_never_by_id(world: BotWorld) -> None:
+    before = await scrape(world)
+    agent = Agent(world, await make_key(world.db))
+    run = await agent.start()
+    assert (await agent.call("GET", f"/runs/{run['id']}"))[0] == 200
+    assert (await agent.call("GET", "/runs/run_that_does_not_exist"))[0] == 404
+    assert (await world.get(f"/api/v1/runs/{run['id']}"))[0] == 401  # no key
+    assert (await agent.call("GET", "/no/such/path"))[0] == 404
+    after = await scrape(world)
+
+    def grew(route: str, status: str) -> float:
+        labels = {"route": route, "status": status}
+        return value(after, "signoff_api_requests_total", **labels) \
+            - value(before, "signoff_api_requests_total", **labels)
+
+    assert grew("POST /api/v1/runs", "201") == 1
+    assert grew("GET /api/v1/runs/{run_id}", "200") == 1
+    assert grew("GET /api/v1/runs/{run_id}", "404") == 1
+    assert grew("GET /api/v1/runs/{run_id}", "401") == 1
+    assert grew("unmatched", "404") == 1
+    labels = {v for (name, pairs) in after for _, v in pairs
+              if name == "signoff_api_requests_total"}
+    assert not any(run["id"] in v or "run_that_does_not_exist" in v for v in labels)

@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import pytest
 
-from bot import ids, workspace
+from bot import ids, intake
 from bot.sandbox import signing
 from store import runs
 from store.records import Run
@@ -70,7 +70,7 @@ async def test_click__from_another_workspace_is_refused_and_changes_nothing(
         await world.settle()
     await world.deliver()
 
-    assert (status, text) == (workspace.FOREIGN_STATUS, workspace.FOREIGN_BODY)
+    assert (status, text) == (intake.FOREIGN_STATUS, intake.FOREIGN_BODY)
     assert [r for r in caplog.records if getattr(r, "action", None) == "foreign_workspace"]
     assert (await runs.get(world.db, run.id)).state is RunState.suspended
     assert has_buttons(world.card(token)) and len(world.fake.ephemerals(REP)) == told
@@ -92,7 +92,7 @@ async def test_decline_submission__from_another_team_is_refused(world: BotWorld)
     status, _ = await world.post(signing.form_body(payload))
     await world.settle()
 
-    assert status == workspace.FOREIGN_STATUS
+    assert status == intake.FOREIGN_STATUS
     assert (await runs.get(world.db, run.id)).state is RunState.suspended
 
 
@@ -108,6 +108,6 @@ async def test_command__from_another_workspace_starts_nothing(
     status, _ = await world.post(urlencode(fields | field))
     await world.settle()
 
-    assert status == workspace.FOREIGN_STATUS
+    assert status == intake.FOREIGN_STATUS
     assert await runs.list_runs(world.db, user_id=REP, limit=5) == []
     assert world.fake.messages() == [] and world.fake.ephemerals(REP) == []
