@@ -87,7 +87,8 @@ def add_parser(commands: Any) -> None:
     gateway.add_argument("--upstream", required=True, metavar="COMMAND",
                          help="the command that starts the upstream MCP server (stdio)")
     gateway.add_argument("--gate", action="append", default=[], metavar="GLOB",
-                         help="tools needing approval, e.g. 'refund_*' (repeatable; at least one)")
+                         help="tools needing approval, e.g. 'refund_*' (repeatable; at least "
+                         "one; each must match a tool the upstream lists)")
     gateway.add_argument("--preview", action="append", default=[], type=helper_rule,
                          metavar="GLOB=TOOL",
                          help="a read-only upstream TOOL, called with a gated call's "

@@ -42,6 +42,7 @@ from signoff_client.adapters.mcp_world import (
     HelperFailed,
     SetupError,
     World,
+    check_globs,
     check_helpers,
     text_of,
 )
@@ -274,10 +275,9 @@ async def upstream_session(command: str) -> AsyncIterator[ClientSession]:
 
 
 async def check_gate(session: ClientSession, gate: Gate) -> None:
-    """Raise SetupError unless every --preview and --guard tool fits the upstream's tools."""
-    if not gate.previews and not gate.guards:
-        return
+    """Raise SetupError unless every --gate glob, --preview and --guard fits the upstream."""
     tools = await tool_names(session)
+    check_globs(gate.globs, tools)  # a typo'd glob would leave the tool it meant ungated
     gated = [name for name in tools if gate.covers(name)]
     check_helpers("--preview", gate.previews, tools, gated)
     check_helpers("--guard", gate.guards, tools, gated)

@@ -134,3 +134,11 @@ def check_helpers(flag: str, helpers: Sequence[Helper], tools: Sequence[str],
         if not any(helper.serves(name) for name in gated):
             raise SetupError(f"{said}: no gated upstream tool matches {helper.glob!r} "
                              f"(gated: {', '.join(sorted(gated)) or 'none'})")
+
+
+def check_globs(globs: Sequence[str], tools: Sequence[str]) -> None:
+    """Each --gate glob must match an upstream tool: one that matches none gates nothing."""
+    for glob in globs:
+        if not any(fnmatch.fnmatchcase(name, glob) for name in tools):
+            raise SetupError(f"--gate {glob}: matches no upstream tool, so it would gate "
+                             f"nothing (it has: {', '.join(sorted(tools)) or 'none'})")
