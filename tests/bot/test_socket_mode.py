@@ -19,7 +19,7 @@ from bot import ids, server
 from store import runs
 from store.records import Run
 from store.states import RunState
-from tests.bot.harness import APPROVALS, ASK, REP, has_buttons
+from tests.bot.harness import APPROVALS, REP, has_buttons
 from tests.bot.socket_harness import SocketWorld, socket_world
 
 
@@ -27,15 +27,6 @@ from tests.bot.socket_harness import SocketWorld, socket_world
 async def world(database_url: str) -> AsyncIterator[SocketWorld]:
     async with socket_world(database_url) as w:
         yield w
-
-
-async def _asked(world: SocketWorld) -> Run:
-    reply = await world.command(REP, f"ask {ASK}")
-    assert reply.status == 200 and "Started run" in reply.text, reply
-    [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
-    assert run.state is RunState.suspended, run.halt_reason
-    await world.deliver()
-    return run
 
 
 async def _answered(world: SocketWorld, run: Run) -> None:
@@ -46,7 +37,7 @@ async def _answered(world: SocketWorld, run: Run) -> None:
 
 
 async def test_socket_mode__ask_approve_answer_over_envelopes(world: SocketWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     card = world.card(token)
     assert card.channel == APPROVALS and has_buttons(card)
@@ -67,7 +58,7 @@ async def test_socket_mode__ask_approve_answer_over_envelopes(world: SocketWorld
 async def test_socket_mode__decline_form_opens_and_its_submission_decides(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
 
     await world.click(REP, ids.DECLINE_ACTION, token)
@@ -84,7 +75,7 @@ async def test_socket_mode__decline_form_opens_and_its_submission_decides(
 async def test_socket_mode__socket_dropped_right_after_the_ack_still_carries_the_click_out(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     first = world.socket.connections
     world.socket.drop_after_ack = 1
@@ -103,7 +94,7 @@ async def test_socket_mode__socket_dropped_right_after_the_ack_still_carries_the
 async def test_socket_mode__connection_cut_before_the_ack_does_the_click_once(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     first = world.socket.connections
     world.socket.drop_before_ack = 1
@@ -123,7 +114,7 @@ async def test_socket_mode__connection_cut_before_the_ack_does_the_click_once(
 async def test_socket_mode__click_while_no_socket_is_open_is_lost_visibly_and_a_reclick_works(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     first = world.socket.connections
     world.socket.accepting = False
@@ -147,7 +138,7 @@ async def test_socket_mode__click_while_no_socket_is_open_is_lost_visibly_and_a_
 async def test_socket_mode__slacks_disconnect_message_moves_the_bot_to_a_new_connection(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     first = world.socket.connections
 
     await world.socket.disconnect("refresh_requested")
@@ -194,7 +185,7 @@ async def test_open_socket_mode__a_refused_app_token_is_not_ready(database_url: 
 async def test_socket_mode__a_click_from_another_workspace_is_never_acked_and_changes_nothing(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     fields = dict(parse_qsl(world.click_body(REP, ids.APPROVE_ACTION, token)))
     payload = json.loads(fields["payload"])
