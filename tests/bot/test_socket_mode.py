@@ -19,7 +19,7 @@ from bot import ids, server
 from store import runs
 from store.records import Run
 from store.states import RunState
-from tests.bot.harness import APPROVALS, REP, has_buttons
+from tests.bot.harness import APPROVALS, REP, Reply, has_buttons
 from tests.bot.socket_harness import SocketWorld, socket_world
 
 
@@ -34,6 +34,30 @@ async def _answered(world: SocketWorld, run: Run) -> None:
     await world.deliver()
     assert (await runs.get(world.db, run.id)).state is RunState.answered
     assert await world.crm.sent_count() == 1
+
+
+async def _approve_as_the_socket_drops(
+    world: SocketWorld, *, after_ack: bool
+) -> tuple[Reply, Reply]:
+    """Approve a new card while the connection drops right after (or before) the ack; the
+    SDK reconnects on its own and the run is answered. A second click, over the new
+    connection, changes nothing and says who won. (the click's reply, the second's)"""
+    run = await world.asked()
+    token = run.pending_token or ""
+    first = world.socket.connections
+    if after_ack:
+        world.socket.drop_after_ack = 1
+    else:
+        world.socket.drop_before_ack = 1
+
+    reply = await world.click(REP, ids.APPROVE_ACTION, token)
+
+    await world.socket.connected(more_than=first)
+    await _answered(world, run)
+    again = await world.click(REP, ids.APPROVE_ACTION, token)
+    assert "already approved by <@U0REP>" in again.text
+    assert await world.crm.sent_count() == 1
+    return reply, again
 
 
 async def test_socket_mode__ask_approve_answer_over_envelopes(world: SocketWorld) -> None:
@@ -75,40 +99,20 @@ async def test_socket_mode__decline_form_opens_and_its_submission_decides(
 async def test_socket_mode__socket_dropped_right_after_the_ack_still_carries_the_click_out(
     world: SocketWorld,
 ) -> None:
-    run = await world.asked()
-    token = run.pending_token or ""
-    first = world.socket.connections
-    world.socket.drop_after_ack = 1
-
-    reply = await world.click(REP, ids.APPROVE_ACTION, token)
+    reply, again = await _approve_as_the_socket_drops(world, after_ack=True)
 
     assert reply.status == 200  # acked, then the connection went
-    await world.socket.connected(more_than=first)  # the SDK reconnected on its own
-    await _answered(world, run)
-    # A second click over the new connection changes nothing and says who won.
-    again = await world.click(REP, ids.APPROVE_ACTION, token)
-    assert again.status == 200 and "already approved by <@U0REP>" in again.text
-    assert await world.crm.sent_count() == 1
+    assert again.status == 200
 
 
 async def test_socket_mode__connection_cut_before_the_ack_does_the_click_once(
     world: SocketWorld,
 ) -> None:
-    run = await world.asked()
-    token = run.pending_token or ""
-    first = world.socket.connections
-    world.socket.drop_before_ack = 1
+    reply, _ = await _approve_as_the_socket_drops(world, after_ack=False)
 
-    reply = await world.click(REP, ids.APPROVE_ACTION, token)
-
-    # Slack never got the ack: the person is shown an error...
+    # Slack never got the ack: the person is shown an error, but the envelope had reached
+    # the bot, which carried the click out, once.
     assert reply.status == 503 and "before the ack" in reply.body
-    await world.socket.connected(more_than=first)
-    # ...but the envelope had reached the bot, which carried the click out, once.
-    await _answered(world, run)
-    again = await world.click(REP, ids.APPROVE_ACTION, token)
-    assert "already approved by <@U0REP>" in again.text
-    assert await world.crm.sent_count() == 1
 
 
 async def test_socket_mode__click_while_no_socket_is_open_is_lost_visibly_and_a_reclick_works(
