@@ -170,6 +170,11 @@ def has_buttons(message: fake_slack.Message) -> bool:
     return any(b.get("block_id") == ids.ACTIONS_BLOCK for b in message.blocks)
 
 
+def has_actions(message: fake_slack.Message) -> bool:
+    """Any actions block at all, the card's or another (a dead card must have none)."""
+    return any(block["type"] == "actions" for block in message.blocks)
+
+
 def settings_for(url: str, fake: FakeSlack, **overrides: Any) -> config.Settings:
     defaults: dict[str, Any] = {"SIGNOFF_APPROVALS_CHANNEL": APPROVALS}
     return config.load_settings(
