@@ -8,7 +8,8 @@ which plays the agent offline. The variables are read through
 or blank one counts as unset).
 
 ``database_from_env()`` opens DATABASE_URL (the embedded SQLite file by
-default) for an example's own tables (the CRM, the shop).
+default) for an example's own tables (the CRM, the shop); ``one_row`` and
+``row_by`` read one row of them back as a dict.
 
 The scripts read a tool's result and answer with ``resume``'s script helpers
 (``result_of``, ``call``, ``did_not_finish``).
@@ -18,6 +19,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import Column, Select, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot import config
 from resume import DEFAULT_URL, Database, Model, OpenAICompatibleModel, connect
@@ -43,3 +48,14 @@ def from_env(
 def database_from_env() -> Database:
     """The database DATABASE_URL names (the embedded SQLite file by default)."""
     return connect(os.environ.get("DATABASE_URL", DEFAULT_URL))
+
+
+async def one_row(conn: AsyncConnection, stmt: Select[Any]) -> dict[str, Any] | None:
+    """The first row ``stmt`` selects, as a dict; None when there is none."""
+    row = (await conn.execute(stmt)).mappings().first()
+    return dict(row) if row else None
+
+
+async def row_by(conn: AsyncConnection, column: Column[Any], value: str) -> dict[str, Any] | None:
+    """The row of ``column``'s table whose ``column`` is ``value`` (a key: one at most)."""
+    return await one_row(conn, select(column.table).where(column == value))
