@@ -2,8 +2,8 @@
 
 ``from_env(fallback)`` is an OpenAI-compatible model when ``SIGNOFF_MODEL_URL`` and
 ``SIGNOFF_MODEL_API_KEY`` are both set (``SIGNOFF_MODEL_NAME`` picks the model,
-``gpt-4o-mini`` by default), else ``fallback()``: each example's ScriptedModel,
-which plays the agent offline. The variables are read through
+``gpt-4o-mini`` by default), else ``fallback()``: each example's ScriptedModel
+(``scripted(script)``), which plays the agent offline. The variables are read through
 ``bot.config.Settings``, so they mean what ``signoff serve --help`` says (an empty
 or blank one counts as unset).
 
@@ -25,7 +25,11 @@ from sqlalchemy import Column, Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot import config
-from resume import DEFAULT_URL, Database, Model, OpenAICompatibleModel, connect
+from resume import DEFAULT_URL, Database, Model, OpenAICompatibleModel, ScriptedModel, connect
+from resume.scripted import Script
+
+#: What the examples' offline agent charges a turn, so that budgets have something to count.
+SCRIPTED_COST_PER_CALL_USD = 0.002
 
 
 def from_env(
@@ -43,6 +47,11 @@ def from_env(
             price_per_1k_prompt_usd=0.00015, price_per_1k_completion_usd=0.0006,
         )
     return fallback()
+
+
+def scripted(script: Script) -> Model:
+    """``script`` playing the agent offline, each turn priced ``SCRIPTED_COST_PER_CALL_USD``."""
+    return ScriptedModel(script, cost_per_call_usd=SCRIPTED_COST_PER_CALL_USD)
 
 
 def database_from_env() -> Database:
