@@ -11,7 +11,7 @@ however often LangGraph re-runs the node. Run it against the sandbox as
     .venv/bin/python -m examples.external_langgraph      # pauses, prints the run, exits
     .venv/bin/signoff-worker examples.worker:worker      # resumes it once the card is decided
 
-It only ``gate.start``s: ``gate.run`` here would resume the pause in this process while the
+It calls only ``gate.start``: ``gate.run`` here would resume the pause in this process while the
 worker, which watches ``./paused/``, resumes it too (every ungated node would run twice).
 """
 

@@ -10,7 +10,7 @@ key), with::
     .venv/bin/python -m examples.external_pydantic_ai    # pauses, prints the run, exits
     .venv/bin/signoff-worker examples.worker:worker      # resumes it once the card is decided
 
-It only ``gate.start``s: ``gate.run`` here would resume the pause in this process while the
+It calls only ``gate.start``: ``gate.run`` here would resume the pause in this process while the
 worker, which watches ``./paused/``, resumes it too (the model and the ungated tools would
 run twice).
 

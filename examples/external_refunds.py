@@ -19,6 +19,10 @@ the refund runs once; decline it and the agent reports the reason. Change the or
 ``refunds-demo.json`` before approving and signoff posts a diff card instead of refunding. Kill
 the agent at any point and start it again: it joins the same run and the same call (the run's
 ``idempotency_key``), so an approved refund is never paid twice.
+
+The framework examples (``external_pydantic_ai``, ``external_openai_agents``,
+``external_langgraph``) share its tools and ``start_for_worker``, which starts their agent
+for ``examples/worker.py`` to resume.
 """
 
 from __future__ import annotations
