@@ -32,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from examples.models import one_row, row_by
 from resume import Database
 
 metadata = MetaData()
@@ -111,10 +112,8 @@ class CRM:
 
     async def account(self, name: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = (await conn.execute(
-                select(accounts).where(func.lower(accounts.c.name) == name.lower())
-            )).mappings().first()
-        return dict(row) if row else None
+            return await one_row(
+                conn, select(accounts).where(func.lower(accounts.c.name) == name.lower()))
 
     async def all_accounts(self) -> list[dict[str, Any]]:
         async with self.db.read() as conn:
@@ -153,32 +152,26 @@ class CRM:
                "total": p.total, "status": "draft", "draft_key": key}
         try:
             async with self.db.write() as conn:
-                found = (await conn.execute(select(quotes).where(quotes.c.draft_key == key))
-                         ).mappings().first()
+                found = await row_by(conn, quotes.c.draft_key, key)
                 if found is not None:
-                    return dict(found)
+                    return found
                 await conn.execute(insert(quotes).values(**row))
         except IntegrityError:  # the same key drafted at the same moment elsewhere: that one
             async with self.db.read() as conn:
-                found = (await conn.execute(select(quotes).where(quotes.c.draft_key == key))
-                         ).mappings().first()
+                found = await row_by(conn, quotes.c.draft_key, key)
             if found is None:
                 raise
-            return dict(found)
+            return found
         return row
 
     async def quote(self, quote_id: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = (await conn.execute(select(quotes).where(quotes.c.id == quote_id))
-                   ).mappings().first()
-        return dict(row) if row else None
+            return await row_by(conn, quotes.c.id, quote_id)
 
     async def send(self, quote_id: str, pricing: Pricing, key: str) -> dict[str, Any]:
         """Mark the quote sent at today's terms; the key makes a second send a no-op."""
         async with self.db.write() as conn:
-            done = (await conn.execute(select(quotes).where(quotes.c.send_key == key))
-                    ).mappings().first()
-            if done is None:
+            if await row_by(conn, quotes.c.send_key, key) is None:
                 await conn.execute(
                     update(quotes).where(quotes.c.id == quote_id, quotes.c.status == "draft")
                     .values(status="sent", send_key=key, unit_price=pricing.unit_price,
@@ -192,9 +185,8 @@ class CRM:
 
     async def sent_with_key(self, key: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = (await conn.execute(select(quotes).where(quotes.c.send_key == key))
-                   ).mappings().first()
-        return _public(dict(row)) if row else None
+            row = await row_by(conn, quotes.c.send_key, key)
+        return _public(row) if row else None
 
     async def sent_count(self, account: str | None = None) -> int:
         stmt = select(func.count()).select_from(quotes).where(quotes.c.status == "sent")

@@ -1,32 +1,38 @@
 """A LangGraph graph whose refund node asks signoff first (signoff-client[langgraph]).
 
 The node calls ``gate.call``: the first time through it interrupts the graph (the SQLite
-checkpointer ``./refunds-graph.db`` keeps the thread); once a person decides, the thread is
-resumed with ``Command(resume=...)`` and the refund runs once, under signoff's execution claim,
+checkpointer ``./refunds-graph.db`` keeps the thread, ``./paused/`` the pause) and this
+process exits; once a person decides, ``examples/worker.py``'s resume worker resumes the
+thread with ``Command(resume=...)`` and the refund runs once, under signoff's execution claim,
 however often LangGraph re-runs the node. Run it against the sandbox as
 ``examples/external_refunds.py`` says (same key), with::
 
-    SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_... \\
-        .venv/bin/python -m examples.external_langgraph
+    export SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_...
+    .venv/bin/python -m examples.external_langgraph      # pauses, prints the run, exits
+    .venv/bin/signoff-worker examples.worker:worker      # resumes it once the card is decided
 
-This one waits in-process with ``gate.run``. Never do that on a pause store a resume worker
-watches: both would resume the pause, running the model and every ungated tool twice. With a
-worker, call ``gate.start`` and let the worker resume (``examples/worker.py``).
+It calls only ``gate.start``: ``gate.run`` here would resume the pause in this process while the
+worker, which watches ``./paused/``, resumes it too (every ungated node would run twice).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
-from signoff_client import NotApproved, Signoff
+from signoff_client import NotApproved
 from signoff_client.adapters.langgraph import LangGraphGate
 from signoff_client.adapters.pauses import FilePauses
 
-from examples.external_refunds import check_refund, find_refund, refund_order, render_refund
+from examples.external_refunds import (
+    check_refund,
+    find_refund,
+    refund_order,
+    render_refund,
+    start_for_worker,
+)
 
 # The pause records are what a resume worker (examples/worker.py) finds the waiting threads by.
 gate = LangGraphGate(FilePauses("paused"), name="refunds-langgraph")
@@ -59,18 +65,13 @@ def graph_builder() -> StateGraph[Ticket]:
 
 
 async def main() -> None:
-    builder = graph_builder()
-    config: dict[str, Any] = {"configurable": {"thread_id": "ticket-4411"}}
-    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
-    async with AsyncSqliteSaver.from_conn_string(CHECKPOINTS) as saver, \
-            Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so, so.run(
-                requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
-                title="Refund for ticket 4411 (LangGraph)", idempotency_key="lg-ticket-4411",
-                requires=["refund_order"]) as run:
-        final = await gate.run(builder.compile(checkpointer=saver), run,
-                               {"order_id": "A-1"}, config)
-        run.answer = str(final["outcome"])
-        print(run.answer)
+    async with AsyncSqliteSaver.from_conn_string(CHECKPOINTS) as saver:
+        graph = graph_builder().compile(checkpointer=saver)
+        # The thread is the run's, so the worker finds it by the run.
+        await start_for_worker(
+            "langgraph", lambda run: gate.start(graph, run, {"order_id": "A-1"},
+                                                {"configurable": {"thread_id": run.id}}),
+            answer=lambda state: str(state["outcome"]))
 
 
 if __name__ == "__main__":

@@ -2,22 +2,26 @@
 (signoff-client[openai-agents]).
 
 The tool has ``needs_approval``; the gate turns the run's interruptions into signoff cards and
-stores ``RunState.to_json()`` in ``./paused/``, so the process may exit while it waits. Run it
-against the sandbox as ``examples/external_refunds.py`` says (same key), with::
+stores ``RunState.to_json()`` in ``./paused/``, so the process exits while it waits and
+``examples/worker.py``'s resume worker resumes the agent once a person decides. Run it against
+the sandbox as ``examples/external_refunds.py`` says (same key), with::
 
-    SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_... \\
-        .venv/bin/python -m examples.external_openai_agents
+    export SIGNOFF_URL=http://127.0.0.1:<bot port> SIGNOFF_API_KEY=so_...
+    .venv/bin/python -m examples.external_openai_agents   # pauses, prints the run, exits
+    .venv/bin/signoff-worker examples.worker:worker      # resumes it once the card is decided
+
+It calls only ``gate.start``: ``gate.run`` here would resume the pause in this process while the
+worker, which watches ``./paused/``, resumes it too (the model and the ungated tools would
+run twice).
 
 The model is scripted (a ``Model`` that asks for one refund, then reports what the tool
 said), so the example needs no OpenAI key and sends nothing out; put any model in its place.
-``examples/worker.py`` runs the same agent with a resume worker, so nothing waits here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,11 +32,17 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
-from signoff_client import Signoff
 from signoff_client.adapters.openai_agents import OpenAIAgentsGate
 from signoff_client.adapters.pauses import FilePauses
 
-from examples.external_refunds import check_refund, find_refund, refund_order, render_refund
+from examples.external_refunds import (
+    PROMPT,
+    check_refund,
+    find_refund,
+    refund_order,
+    render_refund,
+    start_for_worker,
+)
 
 
 class ScriptedModel(Model):
@@ -66,14 +76,8 @@ def build() -> tuple[OpenAIAgentsGate, Agent[Any]]:
 
 async def main() -> None:
     gate, agent = build()
-    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
-    async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so, so.run(
-            requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
-            title="Refund for ticket 4411 (Agents SDK)", idempotency_key="oai-ticket-4411",
-            requires=["refund_order"]) as run:
-        result = await gate.run(agent, run, "Refund order A-1 in full.")
-        run.answer = str(result.final_output)
-        print(run.answer)
+    await start_for_worker("openai_agents", lambda run: gate.start(agent, run, PROMPT),
+                           answer=lambda result: str(result.final_output))
 
 
 if __name__ == "__main__":

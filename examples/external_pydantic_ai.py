@@ -2,20 +2,25 @@
 
 The agent pauses the Pydantic AI way (a deferred tool, ``DeferredToolRequests``); the gate
 turns the pause into a signoff card and stores the message history in ``./paused/``, so the
-process may exit while it waits. Run it against the sandbox as ``examples/external_refunds.py``
-says (same key), with::
+process exits while it waits and ``examples/worker.py``'s resume worker resumes the agent once
+a person decides. Run it against the sandbox as ``examples/external_refunds.py`` says (same
+key), with::
 
-    SIGNOFF_API_KEY=so_... .venv/bin/python -m examples.external_pydantic_ai
+    export SIGNOFF_URL=http://127.0.0.1:3000 SIGNOFF_API_KEY=so_...
+    .venv/bin/python -m examples.external_pydantic_ai    # pauses, prints the run, exits
+    .venv/bin/signoff-worker examples.worker:worker      # resumes it once the card is decided
+
+It calls only ``gate.start``: ``gate.run`` here would resume the pause in this process while the
+worker, which watches ``./paused/``, resumes it too (the model and the ungated tools would
+run twice).
 
 The model is scripted (``FunctionModel``: ask for one refund, then report what the tool
 said) so the example needs no model API; put any Pydantic AI model in its place.
-``examples/worker.py`` runs the same agent with a resume worker, so nothing waits here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import (
@@ -27,11 +32,17 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from signoff_client import Signoff
 from signoff_client.adapters.pauses import FilePauses
 from signoff_client.adapters.pydantic_ai import PydanticAIGate
 
-from examples.external_refunds import check_refund, find_refund, refund_order, render_refund
+from examples.external_refunds import (
+    PROMPT,
+    check_refund,
+    find_refund,
+    refund_order,
+    render_refund,
+    start_for_worker,
+)
 
 
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -52,15 +63,9 @@ def build() -> tuple[PydanticAIGate[None], Agent[None, str | DeferredToolRequest
 
 
 async def main() -> None:
-    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
     gate, agent = build()
-    async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so, so.run(
-            requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
-            title="Refund for ticket 4411 (Pydantic AI)", idempotency_key="pai-ticket-4411",
-            requires=["refund_order"]) as run:
-        result = await gate.run(agent, run, "Refund order A-1 in full.")
-        run.answer = str(result.output)
-        print(run.answer)
+    await start_for_worker("pydantic_ai", lambda run: gate.start(agent, run, PROMPT),
+                           answer=lambda result: str(result.output))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,10 @@ the refund runs once; decline it and the agent reports the reason. Change the or
 ``refunds-demo.json`` before approving and signoff posts a diff card instead of refunding. Kill
 the agent at any point and start it again: it joins the same run and the same call (the run's
 ``idempotency_key``), so an approved refund is never paid twice.
+
+The framework examples (``external_pydantic_ai``, ``external_openai_agents``,
+``external_langgraph``) share its tools and ``start_for_worker``, which starts their agent
+for ``examples/worker.py`` to resume.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +39,11 @@ from signoff_client import (
     NotApproved,
     Preview,
     Reconciliation,
+    Run,
     Signoff,
     current_call,
 )
+from signoff_client.adapters.pauses import Paused
 
 PAYMENTS = Path(os.environ.get("REFUNDS_DEMO_FILE", "refunds-demo.json"))
 ORDERS = {"A-1": {"total": 40.0, "customer": "Henderson", "disputed": False}}
@@ -100,6 +107,35 @@ async def main() -> None:
             except NotApproved as refusal:
                 run.answer = f"No refund: {refusal}"
             print(run.answer)
+
+
+#: What each framework example's agent is asked.
+PROMPT = "Refund order A-1 in full."
+
+
+async def start_for_worker(framework: str, start: Callable[[Run], Awaitable[Any]],
+                           answer: Callable[[Any], str]) -> None:
+    """Start a framework example's agent in a run of its own with its gate's ``start``: it
+    pauses on its card and this process ends; ``examples/worker.py``'s worker resumes it.
+
+    ``start(run)`` is ``gate.start(...)``, never ``gate.run``: the pause goes to ``./paused/``,
+    which the worker watches, and two resumers of one pause would run the model and the
+    ungated tools twice. ``answer`` turns an agent that ended without a pause into the run's
+    answer.
+    """
+    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
+    async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so:
+        # start_run, not `async with so.run(...)`: the block's end would end the run.
+        run = await so.start_run(requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
+                                 title=f"Refund for ticket 4411 ({framework}, resumed by a "
+                                       "worker)",
+                                 requires=["refund_order"])
+        outcome = await start(run)
+        if isinstance(outcome, Paused):
+            print(f"run {run.id} paused on {', '.join(outcome.call_ids)}; the worker resumes it")
+        else:
+            await run.finish(answer(outcome))  # it needed nobody: it ends here
+            print(f"run {run.id} ended without a pause")
 
 
 if __name__ == "__main__":

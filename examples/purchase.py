@@ -43,7 +43,6 @@ from resume import (
     RouteFunction,
     Router,
     Scope,
-    ScriptedModel,
     Tool,
     ToolCall,
     ToolContext,
@@ -302,7 +301,7 @@ def _inquiry(question: str, results: list[Result]) -> Message:
 
 
 def scripted_model() -> Model:
-    return ScriptedModel(purchase_script, cost_per_call_usd=0.002)
+    return models.scripted(purchase_script)
 
 
 @functools.cache

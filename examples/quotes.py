@@ -31,7 +31,6 @@ from resume import (
     Preview,
     Reconciliation,
     Scope,
-    ScriptedModel,
     Tool,
     ToolContext,
     ToolSpec,
@@ -182,7 +181,7 @@ def quote_script(messages: Sequence[Message], tools: Sequence[ToolSpec]) -> Mess
 
 
 def scripted_model() -> Model:
-    return ScriptedModel(quote_script, cost_per_call_usd=0.002)
+    return models.scripted(quote_script)
 
 
 @functools.cache

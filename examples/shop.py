@@ -30,8 +30,8 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.ext.asyncio import AsyncConnection
 
+from examples.models import one_row, row_by
 from resume import Database
 
 metadata = MetaData()
@@ -142,10 +142,8 @@ class Shop:
 
     async def product(self, sku: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = (await conn.execute(
-                select(products).where(func.upper(products.c.sku) == sku.upper())
-            )).mappings().first()
-        return dict(row) if row else None
+            return await one_row(
+                conn, select(products).where(func.upper(products.c.sku) == sku.upper()))
 
     async def set_price(self, sku: str, unit_price: float) -> None:
         async with self.db.write() as conn:
@@ -186,15 +184,13 @@ class Shop:
 
     async def cart(self, cart_id: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = (await conn.execute(select(carts).where(carts.c.id == cart_id))
-                   ).mappings().first()
-        return dict(row) if row else None
+            return await row_by(conn, carts.c.id, cart_id)
 
     async def approve_mandate(self, cart_id: str, user_id: str, key: str) -> dict[str, Any]:
         """Record the cart mandate as approved at today's prices; a repeated key is a no-op."""
         lines = await self.current_lines(cart_id)
         async with self.db.write() as conn:
-            if await _by(conn, mandates.c.approve_key, key) is None:
+            if await row_by(conn, mandates.c.approve_key, key) is None:
                 await conn.execute(insert(mandates).values(
                     id=f"M-{secrets.token_hex(3).upper()}", cart_id=cart_id, user_id=user_id,
                     items=_items(lines), total=total_of(lines), status="approved",
@@ -205,13 +201,13 @@ class Shop:
 
     async def mandate_with_key(self, key: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = await _by(conn, mandates.c.approve_key, key)
+            row = await row_by(conn, mandates.c.approve_key, key)
         return _mandate(row) if row else None
 
     async def sign_mandate(self, mandate_id: str, key: str) -> dict[str, Any]:
         """approved -> signed; the signature binds the approved lines and total."""
         async with self.db.write() as conn:
-            row = await _by(conn, mandates.c.id, mandate_id)
+            row = await row_by(conn, mandates.c.id, mandate_id)
             if row is None:
                 raise ShopError(f"no mandate {mandate_id}")
             if row["sign_key"] is None:
@@ -229,7 +225,7 @@ class Shop:
 
     async def signed_with_key(self, key: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = await _by(conn, mandates.c.sign_key, key)
+            row = await row_by(conn, mandates.c.sign_key, key)
         return _mandate(row) if row else None
 
     async def checkout(self, mandate_id: str, key: str) -> dict[str, Any]:
@@ -238,8 +234,8 @@ class Shop:
         The checkout key is unique: the same call placing twice finds its order.
         """
         async with self.db.write() as conn:
-            if await _by(conn, orders.c.checkout_key, key) is None:
-                mandate = await _by(conn, mandates.c.id, mandate_id)
+            if await row_by(conn, orders.c.checkout_key, key) is None:
+                mandate = await row_by(conn, mandates.c.id, mandate_id)
                 if mandate is None or mandate["status"] != "signed":
                     state = "missing" if mandate is None else mandate["status"]
                     raise ShopError(f"mandate {mandate_id} is {state}; sign it before checkout")
@@ -262,12 +258,12 @@ class Shop:
 
     async def order_with_key(self, key: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = await _by(conn, orders.c.checkout_key, key)
+            row = await row_by(conn, orders.c.checkout_key, key)
         return _order(row) if row else None
 
     async def order(self, order_id: str) -> dict[str, Any] | None:
         async with self.db.read() as conn:
-            row = await _by(conn, orders.c.id, order_id)
+            row = await row_by(conn, orders.c.id, order_id)
         return _order(row) if row else None
 
     async def orders(self, user_id: str | None = None) -> list[dict[str, Any]]:
@@ -276,11 +272,6 @@ class Shop:
             stmt = stmt.where(orders.c.user_id == user_id)
         async with self.db.read() as conn:
             return [_order(dict(r)) for r in (await conn.execute(stmt)).mappings()]
-
-
-async def _by(conn: AsyncConnection, column: Any, value: str) -> dict[str, Any] | None:
-    row = (await conn.execute(select(column.table).where(column == value))).mappings().first()
-    return dict(row) if row else None
 
 
 def _mandate(row: dict[str, Any]) -> dict[str, Any]:

@@ -26,15 +26,11 @@ model and the ungated tools would run twice (the claim protects only the gated t
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from signoff_client import Signoff
-from signoff_client.adapters.pauses import Paused
 from signoff_client.worker import Worker
 
 from examples import external_langgraph, external_openai_agents, external_pydantic_ai
@@ -57,31 +53,9 @@ async def worker() -> AsyncIterator[Worker]:
 
 async def start(kind: str) -> None:
     """Start one agent in a run of its own; it pauses on its card and this process ends."""
-    url = os.environ.get("SIGNOFF_URL", "http://127.0.0.1:3000")
-    async with Signoff(url, api_key=os.environ["SIGNOFF_API_KEY"]) as so:
-        # start_run, not `async with so.run(...)`: the block's end would end the run.
-        run = await so.start_run(requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
-                                 title=f"Refund for ticket 4411 ({kind}, resumed by a worker)",
-                                 requires=["refund_order"])
-        outcome = await _start_agent(kind, run)
-        if isinstance(outcome, Paused):
-            print(f"run {run.id} paused on {', '.join(outcome.call_ids)}; the worker resumes it")
-        else:
-            await run.finish(str(outcome))  # it needed nobody: it ends here
-            print(f"run {run.id} ended without a pause")
-
-
-async def _start_agent(kind: str, run: Any) -> Any:
-    if kind == "pydantic_ai":
-        gate, agent = external_pydantic_ai.build()
-        return await gate.start(agent, run, "Refund order A-1 in full.")
-    if kind == "openai_agents":
-        sdk_gate, sdk_agent = external_openai_agents.build()
-        return await sdk_gate.start(sdk_agent, run, "Refund order A-1 in full.")
-    async with AsyncSqliteSaver.from_conn_string(external_langgraph.CHECKPOINTS) as saver:
-        graph = external_langgraph.graph_builder().compile(checkpointer=saver)
-        return await external_langgraph.gate.start(
-            graph, run, {"order_id": "A-1"}, {"configurable": {"thread_id": run.id}})
+    examples = {"pydantic_ai": external_pydantic_ai, "openai_agents": external_openai_agents,
+                "langgraph": external_langgraph}
+    await examples[kind].main()
 
 
 if __name__ == "__main__":

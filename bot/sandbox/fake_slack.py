@@ -18,11 +18,11 @@ from types import TracebackType
 from aiohttp import web
 
 from bot.sandbox import socket_mode, workspace
+
+# Everything the workspace exports is this module's too (callers write fake_slack.Message).
+from bot.sandbox.workspace import *  # noqa: F403
 from bot.sandbox.workspace import (
-    BOT_ID,
-    BOT_USER_ID,
     JSON,
-    TEAM_ID,
     Call,
     Ephemeral,
     Message,
@@ -30,26 +30,10 @@ from bot.sandbox.workspace import (
     View,
     Workspace,
     channel_id,
-    dm_channel,
 )
 
-__all__ = [
-    "BOT_ID",
-    "BOT_USER_ID",
-    "JSON",
-    "RESPONSE_URL",
-    "RESPONSE_URL_USES",
-    "TEAM_ID",
-    "Call",
-    "Ephemeral",
-    "FakeSlack",
-    "Message",
-    "ResponseTarget",
-    "View",
-    "Workspace",
-    "channel_id",
-    "dm_channel",
-]
+__all__ = ["RESPONSE_URL", "RESPONSE_URL_USES", "FakeSlack"]
+__all__ += workspace.__all__
 
 #: The method name under which response_url posts are recorded and can be failed.
 RESPONSE_URL = "response_url"

@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from bot import ids
 from bot.api import auth
-from store import api_keys
+from store import api_keys, runs
 from store.engine import Database
-from tests.bot.harness import BotWorld
+from store.states import RunState
+from tests.bot.harness import REP, BotWorld
 
 PREVIEW = {"title": "Refund order A-1", "fields": [["Order", "A-1"], ["Amount", "$40.00"]],
            "body": None}
@@ -89,3 +91,23 @@ class Agent:
         status, run = await self.call("GET", f"/runs/{run_id}")
         assert status == 200, run
         return dict(run)
+
+
+async def pending(world: BotWorld, agent: Agent, **start: Any) -> tuple[str, str]:
+    """An external run (``start``: ``Agent.start``'s arguments) with call c1 pending and its
+    card posted: (run id, token)."""
+    run = await agent.start(**start)
+    status, call = await agent.ask(run["id"])
+    assert status == 201 and call["status"] == "pending", call
+    await world.deliver()
+    stored = await runs.get(world.db, run["id"])
+    assert stored.state is RunState.suspended and stored.pending_token
+    return run["id"], stored.pending_token
+
+
+async def approved(world: BotWorld, agent: Agent, **start: Any) -> tuple[str, str]:
+    """``pending``, then REP approves c1 on the card: (run id, token)."""
+    run_id, token = await pending(world, agent, **start)
+    await world.click(REP, ids.APPROVE_ACTION, token)
+    assert (await agent.get_call(run_id))["status"] == "approved"
+    return run_id, token

@@ -28,8 +28,9 @@ from examples import quotes
 from examples.crm import CRM
 from resume.apps import App
 from resume.model import Model
-from store import claims, engine
-from store.records import Approval
+from store import claims, engine, runs
+from store.records import Approval, Run
+from store.states import RunState
 
 SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TOKEN = "xoxb-signoff-test"
@@ -122,6 +123,16 @@ class BotWorld:
         body = signing.view_submission_body(user, ids.DECLINE_REASON_CALLBACK, token, values)
         return await self._send(body, user)
 
+    async def asked(self, user: str = REP, question: str = ASK) -> Run:
+        """`/signoff ask`, the card delivered; the suspended run."""
+        reply = await self.command(user, f"ask {question}")
+        assert reply.status == 200 and "Started run" in reply.text, reply.text
+        [run] = await runs.list_runs(self.db, user_id=user, limit=1)
+        run = await runs.get(self.db, run.id)
+        assert run.state is RunState.suspended, run.halt_reason
+        await self.deliver()
+        return run
+
     # -- the outbox and what Slack shows -----------------------------------------
 
     async def deliver(self, now: datetime | None = None) -> None:
@@ -157,6 +168,11 @@ async def close_opened(from_env: Any) -> None:
 
 def has_buttons(message: fake_slack.Message) -> bool:
     return any(b.get("block_id") == ids.ACTIONS_BLOCK for b in message.blocks)
+
+
+def has_actions(message: fake_slack.Message) -> bool:
+    """Any actions block at all, the card's or another (a dead card must have none)."""
+    return any(block["type"] == "actions" for block in message.blocks)
 
 
 def settings_for(url: str, fake: FakeSlack, **overrides: Any) -> config.Settings:

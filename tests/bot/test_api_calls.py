@@ -8,43 +8,18 @@ where a user sees it: the API's answer, the card in Slack, the ledger.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-
-import pytest
 
 from bot import ids
 from store import api_calls, ledger, runs
 from store.states import LedgerStatus, RunState
-from tests.bot.api_harness import PREVIEW, Agent, make_key
-from tests.bot.harness import REP, BotWorld, bot_world, has_buttons
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
-@pytest.fixture
-async def agent(world: BotWorld) -> Agent:
-    return Agent(world, await make_key(world.db))
-
-
-async def _pending(world: BotWorld, agent: Agent) -> tuple[str, str]:
-    """An external run with call c1 pending and its card posted: (run id, token)."""
-    run = await agent.start()
-    status, call = await agent.ask(run["id"])
-    assert status == 201 and call["status"] == "pending", call
-    await world.deliver()
-    stored = await runs.get(world.db, run["id"])
-    assert stored.state is RunState.suspended and stored.pending_token
-    return run["id"], stored.pending_token
+from tests.bot.api_harness import PREVIEW, Agent, pending
+from tests.bot.harness import REP, BotWorld, has_buttons
 
 
 async def test_external_call__approved_executed_once_and_answered(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, token = await _pending(world, agent)
+    run_id, token = await pending(world, agent)
     card = world.card(token)
     assert has_buttons(card) and "Refund order A-1" in str(card.blocks)
 
@@ -81,7 +56,7 @@ async def test_external_call__approved_executed_once_and_answered(
 async def test_external_call__declined_is_final_and_never_runs(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, token = await _pending(world, agent)
+    run_id, token = await pending(world, agent)
     await world.click(REP, ids.DECLINE_ACTION, token)
     await world.submit_decline(REP, token, "wrong order")
     call = await agent.get_call(run_id)
@@ -102,7 +77,7 @@ async def test_external_call__declined_is_final_and_never_runs(
 async def test_external_call__same_call_id_returns_the_same_call(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, _ = await _pending(world, agent)
+    run_id, _ = await pending(world, agent)
     status, again = await agent.ask(run_id)
     assert status == 200 and again["status"] == "pending"
     status, other = await agent.ask(run_id, preview={**PREVIEW, "title": "Another"})
@@ -139,7 +114,7 @@ async def test_external_run__concurrent_creates_with_one_key_make_one_run(
 async def test_external_call__a_failed_result_is_recorded_and_the_contract_fails(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, token = await _pending(world, agent)
+    run_id, token = await pending(world, agent)
     await world.click(REP, ids.APPROVE_ACTION, token)
     assert (await agent.execute(run_id))[0] == 200
     status, failed = await agent.result(run_id, status="failed", result={"error": "card declined"})
@@ -157,7 +132,7 @@ async def test_external_call__a_failed_result_is_recorded_and_the_contract_fails
 async def test_external_call__finish_waits_for_an_executing_call(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, token = await _pending(world, agent)
+    run_id, token = await pending(world, agent)
     await world.click(REP, ids.APPROVE_ACTION, token)
     assert (await agent.execute(run_id))[0] == 200
     status, refused = await agent.call("POST", f"/runs/{run_id}/finish", {"answer": "x"})

@@ -8,47 +8,22 @@ cancel go through the same entries as a hosted run's.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
-
-import pytest
 
 from bot import ids
 from resume import expire
 from store import api_calls, ledger, runs
 from store.states import CallStatus, RunState
-from tests.bot.api_harness import PREVIEW, Agent, make_key
-from tests.bot.harness import REP, BotWorld, bot_world, has_buttons
+from tests.bot.api_harness import PREVIEW, Agent, approved
+from tests.bot.harness import REP, BotWorld, has_buttons
 
 CHANGED = {**PREVIEW, "fields": [["Order", "A-1"], ["Amount", "$400.00"]]}
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
-@pytest.fixture
-async def agent(world: BotWorld) -> Agent:
-    return Agent(world, await make_key(world.db))
-
-
-async def _approved(world: BotWorld, agent: Agent, **start: object) -> tuple[str, str]:
-    run = await agent.start(**start)  # type: ignore[arg-type]
-    status, _ = await agent.ask(run["id"])
-    assert status == 201
-    await world.deliver()
-    token = (await runs.get(world.db, run["id"])).pending_token or ""
-    await world.click(REP, ids.APPROVE_ACTION, token)
-    assert (await agent.get_call(run["id"]))["status"] == "approved"
-    return run["id"], token
 
 
 async def test_execute__changed_preview_asks_again_then_runs_once(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, first = await _approved(world, agent)
+    run_id, first = await approved(world, agent)
     status, changed = await agent.execute(run_id, preview=CHANGED)
     assert status == 409 and changed["error"] == "changed", changed
     assert changed["changes"] == [{"field": "Amount", "old": "$40.00", "new": "$400.00"}]
@@ -73,7 +48,7 @@ async def test_execute__changed_preview_asks_again_then_runs_once(
 async def test_execute__failed_guard_blocks_and_the_card_says_so(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, token = await _approved(world, agent)
+    run_id, token = await approved(world, agent)
     status, blocked = await agent.execute(
         run_id, guard={"ok": False, "code": "credit_hold", "message": "account on credit hold"})
     assert status == 409 and blocked["error"] == "blocked" and blocked["code"] == "credit_hold"
@@ -86,7 +61,7 @@ async def test_execute__failed_guard_blocks_and_the_card_says_so(
 
 
 async def test_execute__no_longer_permitted_halts_the_run(world: BotWorld, agent: Agent) -> None:
-    run_id, _ = await _approved(world, agent)
+    run_id, _ = await approved(world, agent)
     status, refused = await agent.execute(run_id, permitted=False)
     assert status == 403 and refused["error"] == "no_longer_permitted"
     run = await runs.get(world.db, run_id)
@@ -97,7 +72,7 @@ async def test_execute__no_longer_permitted_halts_the_run(world: BotWorld, agent
 async def test_budget__past_its_bound_the_run_halts_until_continued(
     world: BotWorld, agent: Agent
 ) -> None:
-    run_id, _ = await _approved(world, agent, limits={"max_tool_calls": 1})
+    run_id, _ = await approved(world, agent, limits={"max_tool_calls": 1})
     assert (await agent.execute(run_id))[0] == 200
     assert (await agent.result(run_id))[0] == 200
     status, over = await agent.ask(run_id, "c2")

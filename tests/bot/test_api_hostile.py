@@ -4,20 +4,13 @@ unknown ids, bad keys, another key's run (404, so ids leak nothing), tools outsi
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 
 from store import api_calls, api_keys, outbox, runs
 from tests.bot.api_harness import PREVIEW, Agent, Key, make_key
-from tests.bot.harness import BotWorld, bot_world
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
+from tests.bot.harness import BotWorld
 
 
 async def _snapshot(world: BotWorld, run_id: str) -> tuple[object, ...]:

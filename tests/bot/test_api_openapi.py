@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from openapi_spec_validator import OpenAPIV31SpecValidator, validate
 
 from bot.api import auth, models, routes
 from bot.api.errors import ApiError
-from tests.bot.harness import BotWorld, bot_world
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
+from tests.bot.harness import BotWorld
 
 
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)

@@ -6,39 +6,21 @@ is the scheduler's own entry (``reap.recover_orphans``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import pytest
 from sqlalchemy import update
 
-from bot import ids
 from resume import reap
 from store import ledger, runs, schema
 from store.states import LedgerStatus, RunState
-from tests.bot.api_harness import Agent, make_key
-from tests.bot.harness import REP, BotWorld, bot_world
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
-@pytest.fixture
-async def agent(world: BotWorld) -> Agent:
-    return Agent(world, await make_key(world.db))
+from tests.bot.api_harness import Agent, approved
+from tests.bot.harness import BotWorld
 
 
 async def _executing(world: BotWorld, agent: Agent) -> str:
-    run = await agent.start()
-    assert (await agent.ask(run["id"]))[0] == 201
-    await world.deliver()
-    token = (await runs.get(world.db, run["id"])).pending_token or ""
-    await world.click(REP, ids.APPROVE_ACTION, token)
-    assert (await agent.execute(run["id"]))[0] == 200
-    return str(run["id"])
+    run_id, _ = await approved(world, agent)
+    assert (await agent.execute(run_id))[0] == 200
+    return run_id
 
 
 async def _lease_ran_out(world: BotWorld, run_id: str) -> None:

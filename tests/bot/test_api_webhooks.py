@@ -13,11 +13,10 @@ from aiohttp import web
 from sqlalchemy import update
 from standardwebhooks import Webhook
 
-from bot import ids
-from store import outbox, runs, schema
+from store import outbox, schema
 from store.states import OutboxState
-from tests.bot.api_harness import Agent, make_key
-from tests.bot.harness import REP, BotWorld, bot_world
+from tests.bot.api_harness import Agent, approved, make_key
+from tests.bot.harness import BotWorld
 
 
 class Receiver:
@@ -58,12 +57,6 @@ async def receiver() -> AsyncIterator[Receiver]:
         await r.down()
 
 
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
 async def _hooks(world: BotWorld) -> list[outbox.OutboxRow]:
     async with world.db.read() as conn:
         ids_ = (await conn.execute(schema.outbox.select().where(
@@ -89,14 +82,10 @@ async def test_webhooks__a_receiver_down_gets_its_events_afterwards_signed(
 ) -> None:
     key = await make_key(world.db, webhook=f"http://127.0.0.1:{receiver.port}/hook")
     agent = Agent(world, key)
-    run = await agent.start()
-    assert (await agent.ask(run["id"]))[0] == 201
-    await world.deliver()
-    token = (await runs.get(world.db, run["id"])).pending_token or ""
-    await world.click(REP, ids.APPROVE_ACTION, token)
-    assert (await agent.execute(run["id"]))[0] == 200
-    assert (await agent.result(run["id"]))[0] == 200
-    assert (await agent.call("POST", f"/runs/{run['id']}/finish",
+    run_id, _ = await approved(world, agent)
+    assert (await agent.execute(run_id))[0] == 200
+    assert (await agent.result(run_id))[0] == 200
+    assert (await agent.call("POST", f"/runs/{run_id}/finish",
                              {"answer": "done", "requires": ["refund_order"]}))[0] == 200
 
     async def tried_twice() -> bool:

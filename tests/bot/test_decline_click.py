@@ -8,38 +8,17 @@ Approve would be; the reason form opens only for someone who could decide.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs
-
-import pytest
 
 from bot import ids
 from bot.sandbox import signing
 from resume import expire
 from store import runs
 from store.reasons import HaltReason
-from store.records import Run
 from store.states import RunState
-from tests.bot.harness import APPROVALS, ASK, OTHER, REP, BotWorld, Reply, bot_world, has_buttons
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
-async def _asked(world: BotWorld) -> Run:
-    """`/signoff ask` by REP, the card delivered; the suspended run."""
-    reply = await world.command(REP, f"ask {ASK}")
-    assert reply.status == 200 and "Started run" in reply.text, reply.text
-    [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
-    run = await runs.get(world.db, run.id)
-    assert run.state is RunState.suspended, run.halt_reason
-    await world.deliver()
-    return run
+from tests.bot.harness import APPROVALS, OTHER, REP, BotWorld, Reply, has_buttons
 
 
 def _opened(world: BotWorld) -> list[Any]:
@@ -48,7 +27,7 @@ def _opened(world: BotWorld) -> list[Any]:
 
 
 async def test_decline__non_approver_gets_the_refusal_and_no_form(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     card = world.card(token)
     updates = len(world.fake.calls("chat.update"))
@@ -74,7 +53,7 @@ async def test_decline__non_approver_gets_the_refusal_and_no_form(world: BotWorl
 
 
 async def test_decline__only_an_approver_gets_the_reason_form(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
 
     refused = await world.click(OTHER, ids.DECLINE_ACTION, token)
@@ -98,7 +77,7 @@ async def test_decline__only_an_approver_gets_the_reason_form(world: BotWorld) -
 async def test_decline__after_approval_tells_the_clicker_and_opens_nothing(
     world: BotWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     await world.click(REP, ids.APPROVE_ACTION, token)
     await world.deliver()
@@ -120,7 +99,7 @@ async def test_decline__after_approval_tells_the_clicker_and_opens_nothing(
 
 
 async def test_decline__expired_request_says_so_and_opens_nothing(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     assert run.expires_at is not None
     await expire.expire_suspended(world.services.rt, now=run.expires_at + timedelta(seconds=1))
@@ -137,7 +116,7 @@ async def test_decline__expired_request_says_so_and_opens_nothing(world: BotWorl
 
 
 async def test_decline__past_expiry_before_the_sweep_says_expired(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     assert run.expires_at is not None
     past = run.expires_at + timedelta(seconds=1)
@@ -151,7 +130,7 @@ async def test_decline__past_expiry_before_the_sweep_says_expired(world: BotWorl
 
 
 async def test_decline__unknown_token_says_so_and_opens_nothing(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     card = world.card(run.pending_token or "")
     unknown = "not-a-token-" + "x" * 20
 

@@ -23,7 +23,6 @@ from resume import calls
 from resume.messages import Message, ToolSpec
 from resume.model import ModelReply
 from store import engine, migrate, runs
-from store.records import Run
 from store.states import RunState
 from tests.bot.harness import (
     APPROVALS,
@@ -43,19 +42,8 @@ async def world(tmp_path: Path) -> AsyncIterator[BotWorld]:
         yield w
 
 
-async def _asked(world: BotWorld, user: str = REP, question: str = ASK) -> Run:
-    """`/signoff ask`, the card delivered; the suspended run."""
-    reply = await world.command(user, f"ask {question}")
-    assert reply.status == 200 and "Started run" in reply.text, reply.text
-    [run] = await runs.list_runs(world.db, user_id=user, limit=1)
-    run = await runs.get(world.db, run.id)
-    assert run.state is RunState.suspended, run.halt_reason
-    await world.deliver()
-    return run
-
-
 async def test_events__forged_signature_is_rejected_and_changes_nothing(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     body = world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or "")
     status, text = await world.post(body, secret="0" * 32)
     await world.settle()
@@ -65,7 +53,7 @@ async def test_events__forged_signature_is_rejected_and_changes_nothing(world: B
 
 
 async def test_events__stale_timestamp_is_rejected(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     body = world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or "")
     status, _ = await world.post(body, timestamp=int(time.time()) - 301)
     await world.settle()
@@ -76,7 +64,7 @@ async def test_events__stale_timestamp_is_rejected(world: BotWorld) -> None:
 async def test_approve__card_replaced_and_answer_with_evidence_in_thread(
     world: BotWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     card = world.card(token)
     assert card.channel == APPROVALS and has_buttons(card)
@@ -95,7 +83,7 @@ async def test_approve__card_replaced_and_answer_with_evidence_in_thread(
 
 
 async def test_approve__simultaneous_clicks_execute_once(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     bodies = [world.click_body(REP, ids.APPROVE_ACTION, token) for _ in range(2)]
     results = await asyncio.gather(*(world.post(b) for b in bodies))
@@ -111,7 +99,7 @@ async def test_approve__simultaneous_clicks_execute_once(world: BotWorld) -> Non
 
 
 async def test_approve__second_click_after_the_first_is_told_who_won(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     await world.click(REP, ids.APPROVE_ACTION, token)
     again = await world.click(REP, ids.APPROVE_ACTION, token)
@@ -120,7 +108,7 @@ async def test_approve__second_click_after_the_first_is_told_who_won(world: BotW
 
 
 async def test_approve__non_approver_changes_nothing(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     reply = await world.click(OTHER, ids.APPROVE_ACTION, token)
     assert "only <@U0REP> can" in reply.text and "Nothing changed" in reply.text
@@ -131,7 +119,7 @@ async def test_approve__non_approver_changes_nothing(world: BotWorld) -> None:
 
 
 async def test_decline__reason_from_the_modal_reaches_the_model(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     opened = await world.click(REP, ids.DECLINE_ACTION, token)
     assert opened.status == 200 and opened.ephemerals == []
@@ -151,7 +139,7 @@ async def test_decline__reason_from_the_modal_reaches_the_model(world: BotWorld)
 
 
 async def test_decline__form_that_slack_refuses_to_open_says_so(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     world.fake.fail_next("views.open", error="expired_trigger_id")
     reply = await world.click(REP, ids.DECLINE_ACTION, run.pending_token or "")
     assert "did not open the decline form" in reply.text
@@ -159,7 +147,7 @@ async def test_decline__form_that_slack_refuses_to_open_says_so(world: BotWorld)
 
 
 async def test_decline__submission_after_approval_gets_an_ephemeral(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     await world.click(REP, ids.APPROVE_ACTION, token)
     late = await world.submit_decline(REP, token, None)
@@ -169,7 +157,7 @@ async def test_decline__submission_after_approval_gets_an_ephemeral(world: BotWo
 
 
 async def test_approve__changed_details_post_a_diff_card_in_the_thread(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     await world.crm.set_tier("Henderson", "silver")
     await world.click(REP, ids.APPROVE_ACTION, token)
@@ -190,7 +178,7 @@ async def test_approve__changed_details_post_a_diff_card_in_the_thread(world: Bo
 async def test_approve__credit_hold_blocks_the_send_and_the_card_says_so(
     world: BotWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     await world.crm.set_credit_hold("Henderson", True)
     await world.click(REP, ids.APPROVE_ACTION, token)
@@ -280,7 +268,7 @@ async def test_approve__full_flow_and_race_on_postgres(postgres_url: str) -> Non
     finally:
         await db.dispose()
     async with bot_world(postgres_url) as world:
-        run = await _asked(world)
+        run = await world.asked()
         token = run.pending_token or ""
         bodies = [world.click_body(u, ids.APPROVE_ACTION, token) for u in (REP, REP, REP)]
         results = await asyncio.gather(*(world.post(b) for b in bodies))

@@ -11,7 +11,6 @@ nested past what a parser survives, are a 400 that changes nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from urllib.parse import urlencode
 
@@ -27,12 +26,6 @@ from store.states import RunState
 from tests.bot.harness import ASK, COMMAND_CHANNEL, REP, SECRET, BotWorld, bot_world
 
 Signed = tuple[bytes, dict[str, str]]
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
 
 
 def _signed(body: str) -> Signed:

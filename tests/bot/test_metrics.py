@@ -19,7 +19,6 @@ from bot.sandbox import FakeSlack
 from examples import quotes
 from examples.crm import CRM
 from store import engine, runs, schema
-from store.records import Run
 from store.states import RunState
 from tests.bot.api_harness import Agent, make_key
 from tests.bot.harness import APPROVALS, ASK, REP, BotWorld, bot_world, settings_for
@@ -57,17 +56,9 @@ async def world(database_url: str, fresh_store_readings: None) -> AsyncIterator[
         yield w
 
 
-async def _asked(world: BotWorld) -> Run:
-    await world.command(REP, f"ask {ASK}")
-    [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
-    assert run.state is RunState.suspended
-    await world.deliver()
-    return run
-
-
 async def test_metrics__a_click_is_counted_and_the_store_gauges_follow(world: BotWorld) -> None:
     before = await scrape(world)
-    run = await _asked(world)
+    run = await world.asked()
     suspended = await scrape(world)
     assert value(suspended, "signoff_runs", state="suspended") == 1
     assert value(suspended, "signoff_outbox_pending") == 0  # the card went out
@@ -95,7 +86,7 @@ async def test_metrics__a_click_is_counted_and_the_store_gauges_follow(world: Bo
 async def test_metrics__the_approval_wait_is_how_long_the_request_waited(
     world: BotWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     # Asked ten minutes ago (time is set by writing the rows, not by waiting).
     asked_at = datetime.now(UTC) - timedelta(minutes=10)
     async with world.db.write() as conn:
@@ -118,7 +109,7 @@ async def test_metrics__socket_mode_clicks_are_timed_as_socket_mode(
 ) -> None:
     async with socket_world(database_url) as world:
         before = await scrape(world)
-        run = await _asked(world)
+        run = await world.asked()
         await world.click(REP, ids.APPROVE_ACTION, run.pending_token or "")
         after = await scrape(world)
 
@@ -133,7 +124,7 @@ async def test_metrics__socket_mode_clicks_are_timed_as_socket_mode(
 async def test_metrics__store_gauges_are_cached_between_scrapes(tmp_path: Path) -> None:
     async with bot_world(f"sqlite+aiosqlite:///{tmp_path / 'signoff.db'}") as world:
         first = await scrape(world)
-        await _asked(world)
+        await world.asked()
         cached = await scrape(world)  # well within the cache's age: not re-read
 
     assert value(first, "signoff_runs", state="suspended") == 0
@@ -222,7 +213,7 @@ async def test_metrics__scheduled_jobs_count_expiries_and_recoveries(
     async with bot_world(database_url, SIGNOFF_EXPIRY_INTERVAL_SECONDS="0.05",
                          SIGNOFF_REAPER_INTERVAL_SECONDS="0.05") as world:
         before = await scrape(world)
-        waiting = await _asked(world)
+        waiting = await world.asked()
         await world.command(REP, f"ask {ASK}")
         orphan = next(r for r in await runs.list_runs(world.db, user_id=REP)
                       if r.id != waiting.id)

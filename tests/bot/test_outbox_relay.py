@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,22 +22,11 @@ from store.engine import Database
 from store.records import OutboxRow, Run
 from store.states import OutboxState
 from tests import journeys
+from tests.bot.harness import has_actions
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 
 APPROVALS = "C0APPROVALS"
 REP = "U0REP"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[fake_slack.FakeSlack]:
-    async with fake_slack.FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture
-def client(fake: fake_slack.FakeSlack) -> AsyncWebClient:
-    # No rate-limit or server-error retry handlers: every failure reaches the outbox.
-    return AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
 
 
 async def _suspended(db: Database, channel: str | None = APPROVALS) -> tuple[QuotesWorld, Run]:
@@ -51,10 +39,6 @@ async def _suspended(db: Database, channel: str | None = APPROVALS) -> tuple[Quo
 def _now() -> datetime:
     """Just after the rows were written (they are due at their creation time)."""
     return datetime.now(UTC) + timedelta(seconds=1)
-
-
-def _has_buttons(message: fake_slack.Message) -> bool:
-    return any(block["type"] == "actions" for block in message.blocks)
 
 
 async def _row(db: Database, run_id: str, kind: str) -> OutboxRow:
@@ -71,7 +55,7 @@ async def test_deliver_due__card_then_update_then_answer_in_the_cards_thread(
 
     assert (report.sent, report.retried, report.dead) == (1, 0, 0)
     [card] = fake.messages(APPROVALS)
-    assert _has_buttons(card) and (run.pending_token or "?") in json.dumps(card.blocks)
+    assert has_actions(card) and (run.pending_token or "?") in json.dumps(card.blocks)
     record = await claims.approval(db, run.pending_token or "")
     assert record is not None and (record.slack_channel, record.slack_ts) == (APPROVALS, card.ts)
     stored = await runs.get(db, run.id)
@@ -82,7 +66,7 @@ async def test_deliver_due__card_then_update_then_answer_in_the_cards_thread(
 
     assert report.sent == 2
     [card, answer] = fake.messages(APPROVALS)
-    assert card.edits == 1 and not _has_buttons(card)
+    assert card.edits == 1 and not has_actions(card)
     assert "Approved" in card.text and REP in card.text
     assert answer.thread_ts == card.ts and "answered" in answer.text
     assert "send_quote" in json.dumps(answer.blocks)

@@ -8,7 +8,6 @@ row says so, or after the row is leased but before anything was posted.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,12 +28,6 @@ from tests.tcp_proxy import Proxy
 pytestmark = pytest.mark.postgres
 
 APPROVALS = "C0APPROVALS"
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[fake_slack.FakeSlack]:
-    async with fake_slack.FakeSlack() as server:
-        yield server
 
 
 def _cut_before(proxy: Proxy, db: Database, marker: str, *, for_seconds: float) -> list[str]:

@@ -7,10 +7,8 @@ written into the store as it leaves things (its row taken, its card in Slack).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import cards
@@ -22,27 +20,13 @@ from store.engine import Database
 from store.records import OutboxRow
 from store.states import OutboxState
 from tests import journeys
+from tests.bot.harness import has_actions
 from tests.quotes_harness import ASK, quotes_world
 
 APPROVALS = "C0APPROVALS"
 REP = "U0REP"
 ORPHAN_AFTER = timedelta(seconds=30)
 ALIVE = relay.Owner("proc_alive", ORPHAN_AFTER)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[fake_slack.FakeSlack]:
-    async with fake_slack.FakeSlack() as server:
-        yield server
-
-
-@pytest.fixture
-def client(fake: fake_slack.FakeSlack) -> AsyncWebClient:
-    return AsyncWebClient(token="xoxb-test", base_url=fake.api_url, retry_handlers=[])
-
-
-def _has_buttons(message: fake_slack.Message) -> bool:
-    return any(block["type"] == "actions" for block in message.blocks)
 
 
 async def _card_row(db: Database, run_id: str) -> OutboxRow:
@@ -83,7 +67,7 @@ async def test_a_dead_deliverers_card_is_taken_over_within_the_orphan_window_and
     assert (await _card_row(db, run.id)).attempts == 2
     posted_cards = [m for m in fake.messages(APPROVALS) if m.thread_ts is None]
     assert [m.ts for m in posted_cards] == [card.ts]  # adopted, never posted twice
-    assert not _has_buttons(card) and card.edits >= 1
+    assert not has_actions(card) and card.edits >= 1
     record = await claims.approval(db, run.pending_token or "")
     assert record is not None and (record.slack_channel, record.slack_ts) == (APPROVALS, card.ts)
     stored = await runs.get(db, run.id)
@@ -109,5 +93,5 @@ async def test_a_card_retried_after_its_request_was_settled_lands_without_button
 
     top_level = [m for m in fake.messages(APPROVALS) if m.thread_ts is None]
     [late] = [m for m in top_level if "answered" not in m.text]
-    assert not _has_buttons(late)
+    assert not has_actions(late)
     assert (await _card_row(db, run.id)).state is OutboxState.sent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -24,12 +24,6 @@ from tests.quotes_harness import ASK, QuotesWorld, quotes_world
 APPROVALS = "C0APPROVALS"
 REP = "U0REP"
 TICK = 0.05
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[fake_slack.FakeSlack]:
-    async with fake_slack.FakeSlack() as server:
-        yield server
 
 
 def _services(world: QuotesWorld, fake: fake_slack.FakeSlack, *, tiny: bool = True) -> Services:

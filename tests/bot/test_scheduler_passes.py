@@ -7,10 +7,9 @@ next interval, so these tests look at the rows, not at the log.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot import config, scheduler
@@ -37,12 +36,6 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.at or datetime.now(UTC)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[fake_slack.FakeSlack]:
-    async with fake_slack.FakeSlack() as server:
-        yield server
 
 
 def _services(rt: Runtime, fake: fake_slack.FakeSlack, **intervals: float) -> Services:

@@ -19,7 +19,7 @@ from bot import ids, server
 from store import runs
 from store.records import Run
 from store.states import RunState
-from tests.bot.harness import APPROVALS, ASK, REP, has_buttons
+from tests.bot.harness import APPROVALS, REP, Reply, has_buttons
 from tests.bot.socket_harness import SocketWorld, socket_world
 
 
@@ -29,15 +29,6 @@ async def world(database_url: str) -> AsyncIterator[SocketWorld]:
         yield w
 
 
-async def _asked(world: SocketWorld) -> Run:
-    reply = await world.command(REP, f"ask {ASK}")
-    assert reply.status == 200 and "Started run" in reply.text, reply
-    [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
-    assert run.state is RunState.suspended, run.halt_reason
-    await world.deliver()
-    return run
-
-
 async def _answered(world: SocketWorld, run: Run) -> None:
     await world.settle()
     await world.deliver()
@@ -45,8 +36,32 @@ async def _answered(world: SocketWorld, run: Run) -> None:
     assert await world.crm.sent_count() == 1
 
 
+async def _approve_as_the_socket_drops(
+    world: SocketWorld, *, after_ack: bool
+) -> tuple[Reply, Reply]:
+    """Approve a new card while the connection drops right after (or before) the ack; the
+    SDK reconnects on its own and the run is answered. A second click, over the new
+    connection, changes nothing and says who won. (the click's reply, the second's)"""
+    run = await world.asked()
+    token = run.pending_token or ""
+    first = world.socket.connections
+    if after_ack:
+        world.socket.drop_after_ack = 1
+    else:
+        world.socket.drop_before_ack = 1
+
+    reply = await world.click(REP, ids.APPROVE_ACTION, token)
+
+    await world.socket.connected(more_than=first)
+    await _answered(world, run)
+    again = await world.click(REP, ids.APPROVE_ACTION, token)
+    assert "already approved by <@U0REP>" in again.text
+    assert await world.crm.sent_count() == 1
+    return reply, again
+
+
 async def test_socket_mode__ask_approve_answer_over_envelopes(world: SocketWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     card = world.card(token)
     assert card.channel == APPROVALS and has_buttons(card)
@@ -67,7 +82,7 @@ async def test_socket_mode__ask_approve_answer_over_envelopes(world: SocketWorld
 async def test_socket_mode__decline_form_opens_and_its_submission_decides(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
 
     await world.click(REP, ids.DECLINE_ACTION, token)
@@ -84,46 +99,26 @@ async def test_socket_mode__decline_form_opens_and_its_submission_decides(
 async def test_socket_mode__socket_dropped_right_after_the_ack_still_carries_the_click_out(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
-    token = run.pending_token or ""
-    first = world.socket.connections
-    world.socket.drop_after_ack = 1
-
-    reply = await world.click(REP, ids.APPROVE_ACTION, token)
+    reply, again = await _approve_as_the_socket_drops(world, after_ack=True)
 
     assert reply.status == 200  # acked, then the connection went
-    await world.socket.connected(more_than=first)  # the SDK reconnected on its own
-    await _answered(world, run)
-    # A second click over the new connection changes nothing and says who won.
-    again = await world.click(REP, ids.APPROVE_ACTION, token)
-    assert again.status == 200 and "already approved by <@U0REP>" in again.text
-    assert await world.crm.sent_count() == 1
+    assert again.status == 200
 
 
 async def test_socket_mode__connection_cut_before_the_ack_does_the_click_once(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
-    token = run.pending_token or ""
-    first = world.socket.connections
-    world.socket.drop_before_ack = 1
+    reply, _ = await _approve_as_the_socket_drops(world, after_ack=False)
 
-    reply = await world.click(REP, ids.APPROVE_ACTION, token)
-
-    # Slack never got the ack: the person is shown an error...
+    # Slack never got the ack: the person is shown an error, but the envelope had reached
+    # the bot, which carried the click out, once.
     assert reply.status == 503 and "before the ack" in reply.body
-    await world.socket.connected(more_than=first)
-    # ...but the envelope had reached the bot, which carried the click out, once.
-    await _answered(world, run)
-    again = await world.click(REP, ids.APPROVE_ACTION, token)
-    assert "already approved by <@U0REP>" in again.text
-    assert await world.crm.sent_count() == 1
 
 
 async def test_socket_mode__click_while_no_socket_is_open_is_lost_visibly_and_a_reclick_works(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     first = world.socket.connections
     world.socket.accepting = False
@@ -147,7 +142,7 @@ async def test_socket_mode__click_while_no_socket_is_open_is_lost_visibly_and_a_
 async def test_socket_mode__slacks_disconnect_message_moves_the_bot_to_a_new_connection(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     first = world.socket.connections
 
     await world.socket.disconnect("refresh_requested")
@@ -194,7 +189,7 @@ async def test_open_socket_mode__a_refused_app_token_is_not_ready(database_url: 
 async def test_socket_mode__a_click_from_another_workspace_is_never_acked_and_changes_nothing(
     world: SocketWorld,
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     fields = dict(parse_qsl(world.click_body(REP, ids.APPROVE_ACTION, token)))
     payload = json.loads(fields["payload"])

@@ -7,36 +7,15 @@ what a person did, in their words, with mentions and no CLI advice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from bot import ids
 from bot.cards import message
 from store import runs
-from store.records import Run
 from store.states import RunState
-from tests.bot.harness import ASK, REP, BotWorld, bot_world
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
-async def _asked(world: BotWorld) -> Run:
-    reply = await world.command(REP, f"ask {ASK}")
-    assert "Started run" in reply.text, reply.text
-    [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
-    run = await runs.get(world.db, run.id)
-    assert run.state is RunState.suspended, run.halt_reason
-    await world.deliver()
-    return run
+from tests.bot.harness import REP, BotWorld
 
 
 async def test_a_decline_reads_as_a_decline_in_the_thread_and_in_status(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     card = world.card(token)
     assert (await world.click(REP, ids.DECLINE_ACTION, token)).status == 200
@@ -58,7 +37,7 @@ async def test_a_decline_reads_as_a_decline_in_the_thread_and_in_status(world: B
 
 
 async def test_a_cancel_says_by_whom_on_the_card_the_thread_and_status(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
 
     reply = await world.command(REP, f"cancel {run.id}")
@@ -75,7 +54,7 @@ async def test_a_cancel_says_by_whom_on_the_card_the_thread_and_status(world: Bo
 
 
 async def test_no_post_unfurls(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     await world.command(REP, f"cancel {run.id}")
     await world.deliver()
 

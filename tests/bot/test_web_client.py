@@ -27,12 +27,6 @@ from store.states import RunState
 from tests.bot.harness import APPROVALS, ASK, REP, SECRET, TOKEN, BotWorld, bot_world
 
 
-@pytest.fixture
-async def fake() -> AsyncIterator[fake_slack.FakeSlack]:
-    async with fake_slack.FakeSlack() as server:
-        yield server
-
-
 def _settings(api_url: str) -> config.Settings:
     return config.load_settings(SLACK_BOT_TOKEN=TOKEN, SLACK_SIGNING_SECRET=SECRET,
                                 SLACK_API_URL=api_url)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -20,25 +19,10 @@ import pytest
 from bot import ids, intake
 from bot.sandbox import signing
 from store import runs
-from store.records import Run
 from store.states import RunState
-from tests.bot.harness import ASK, REP, BotWorld, bot_world, has_buttons
+from tests.bot.harness import ASK, REP, BotWorld, has_buttons
 
 FOREIGN = "T0ELSEWHERE"
-
-
-@pytest.fixture
-async def world(database_url: str) -> AsyncIterator[BotWorld]:
-    async with bot_world(database_url) as w:
-        yield w
-
-
-async def _asked(world: BotWorld) -> Run:
-    reply = await world.command(REP, f"ask {ASK}")
-    assert reply.status == 200
-    [run] = await runs.list_runs(world.db, user_id=REP, limit=1)
-    await world.deliver()
-    return await runs.get(world.db, run.id)
 
 
 def _click(world: BotWorld, token: str, change: dict[str, Any]) -> str:
@@ -61,7 +45,7 @@ CLICKS = {
 async def test_click__from_another_workspace_is_refused_and_changes_nothing(
     world: BotWorld, change: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     token = run.pending_token or ""
     told = len(world.fake.ephemerals(REP))
 
@@ -82,7 +66,7 @@ async def test_click__from_another_workspace_is_refused_and_changes_nothing(
 
 
 async def test_decline_submission__from_another_team_is_refused(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     values = {ids.DECLINE_REASON_BLOCK: {ids.DECLINE_REASON_ACTION: {
         "type": "plain_text_input", "value": "no"}}}
     payload = signing.view_submission_payload(REP, ids.DECLINE_REASON_CALLBACK,

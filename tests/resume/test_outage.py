@@ -8,7 +8,7 @@ has recorded it; or during the tool's own write.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -62,6 +62,19 @@ def _booking_app(book: Any) -> App:
     return App(name="booking", tools=[tool], scope=scope, model=ScriptedModel(script))
 
 
+def _booking_runtime(db: Database, book: Callable[[BookArgs, ToolContext], Awaitable[Any]],
+                     **options: Any) -> tuple[Runtime, list[str]]:
+    """A runtime on ``db`` whose one tool is ``book``, and the idempotency key of each call
+    of it, in order (appended before ``book`` runs)."""
+    calls: list[str] = []
+
+    async def recorded(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
+        calls.append(ctx.idempotency_key)
+        return dict(await book(args, ctx))
+
+    return Runtime(db=db, app=_booking_app(recorded), **options), calls
+
+
 async def _write_booking(db: Database, key: str, item: str) -> None:
     """Keyed: booking again with the same key changes nothing."""
     async with db.write() as conn:
@@ -79,16 +92,14 @@ async def test_outage__a_result_is_held_through_an_outage_after_the_write(
     outage: tuple[Proxy, Database, Database],
 ) -> None:
     proxy, through, direct = outage
-    calls: list[str] = []
 
     async def book(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
-        calls.append(ctx.idempotency_key)
         await _write_booking(through, ctx.idempotency_key, args.item)
         proxy.cut()  # the write is in; recording it is not
         asyncio.get_running_loop().call_later(1.0, proxy.restore)
         return {"booked": args.item}
 
-    rt = Runtime(db=through, app=_booking_app(book))
+    rt, calls = _booking_runtime(through, book)
     run = await journeys.start(rt, "U_REP", "book a room")
 
     assert proxy.refused > 0  # the outage happened
@@ -105,10 +116,8 @@ async def test_outage__a_tool_cut_off_mid_write_is_reconciled_not_reported_as_fa
     outage: tuple[Proxy, Database, Database],
 ) -> None:
     proxy, through, direct = outage
-    calls: list[str] = []
 
     async def book(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
-        calls.append(ctx.idempotency_key)
         if len(calls) == 1:  # a blip during the tool's own write, over when it gives up
             proxy.cut()
             try:
@@ -118,7 +127,7 @@ async def test_outage__a_tool_cut_off_mid_write_is_reconciled_not_reported_as_fa
         await _write_booking(through, ctx.idempotency_key, args.item)
         return {"booked": args.item}
 
-    rt = Runtime(db=through, app=_booking_app(book))
+    rt, calls = _booking_runtime(through, book)
     with pytest.raises(errors.DatabaseUnavailable):
         await journeys.start(rt, "U_REP", "book a room")
     [run] = await runs.list_runs(direct)
@@ -145,10 +154,8 @@ async def test_outage__a_result_settled_by_a_taker_during_the_outage_is_not_adop
     """While this process could not write, another took the run over and settled the call:
     the held result must not be written, and this process must not carry on as the taker."""
     proxy, through, direct = outage
-    calls: list[str] = []
 
     async def book(args: BookArgs, ctx: ToolContext) -> dict[str, Any]:
-        calls.append(ctx.idempotency_key)
         await _write_booking(through, ctx.idempotency_key, args.item)
         proxy.cut()
         # What a reaper elsewhere leaves behind: a new lease, the call reconciled as done.
@@ -162,7 +169,7 @@ async def test_outage__a_result_settled_by_a_taker_during_the_outage_is_not_adop
         asyncio.get_running_loop().call_later(1.0, proxy.restore)
         return {"booked": args.item}
 
-    rt = Runtime(db=through, app=_booking_app(book), owner_id="proc_zombie")
+    rt, _ = _booking_runtime(through, book, owner_id="proc_zombie")
     run = await journeys.start(rt, "U_REP", "book a room")
 
     assert proxy.refused > 0
