@@ -258,7 +258,7 @@ async def test_metrics__a_card_slack_refuses_for_good_is_a_dead_letter(world: Bo
 
 
 async def test_metrics__a_click_the_door_refuses_is_not_an_ack(world: BotWorld) -> None:
-    run = await _asked(world)
+    run = await world.asked()
     before = await scrape(world)
     body = world.click_body(REP, ids.APPROVE_ACTION, run.pending_token or "")
     assert (await world.post(body, secret="not-the-signing-secret"))[0] == 401
