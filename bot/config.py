@@ -1,8 +1,8 @@
 """Configuration: every setting signoff reads, from the environment.
 
-The variable names are part of the external contract (DESIGN.md, "External
-contract"); `signoff serve --help` prints them with `settings_help()`, and the
-README's configuration table lists the same set (a test keeps them in sync).
+The variable names are part of signoff's external contract: deployments set them, so
+they are never renamed. `signoff serve --help` prints them with `settings_help()`, and
+the README's configuration table lists the same set (a test keeps them in sync).
 
 Read settings once, at the edge, with `load_settings()`; pass the `Settings`
 object (or the values it holds) inward. Nothing below `bot/` reads the

@@ -28,7 +28,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import errors, schema
 from store.engine import Database
 
-t = schema.seen_requests
+SEEN = schema.seen_requests
 Pair = tuple[int, str]
 
 
@@ -76,12 +76,12 @@ class SeenRequests:
 
     async def _insert(self, conn: AsyncConnection, pairs: list[Pair]) -> set[Pair]:
         rows = [{"stamp": s, "signature": sig} for s, sig in pairs]
-        columns = (t.c.stamp, t.c.signature)
+        columns = (SEEN.c.stamp, SEEN.c.signature)
         if self.db.is_sqlite:
-            stmt = sqlite.insert(t).values(rows).on_conflict_do_nothing().returning(*columns)
+            stmt = sqlite.insert(SEEN).values(rows).on_conflict_do_nothing().returning(*columns)
         else:
             await conn.execute(text("SET LOCAL synchronous_commit = off"))
-            stmt = postgresql.insert(t).values(rows).on_conflict_do_nothing().returning(*columns)
+            stmt = postgresql.insert(SEEN).values(rows).on_conflict_do_nothing().returning(*columns)
         inserted = await conn.execute(stmt)
         return {(int(s), str(sig)) for s, sig in inserted.all()}
 
@@ -89,11 +89,11 @@ class SeenRequests:
         now = time.time()
         if now - self._pruned_at >= self.prune_every:
             self._pruned_at = now
-            await conn.execute(delete(t).where(t.c.stamp < int(now) - self.keep_seconds))
+            await conn.execute(delete(SEEN).where(SEEN.c.stamp < int(now) - self.keep_seconds))
 
     async def prune(self, *, now: float | None = None) -> int:
         """Delete every pair whose timestamp is past the window; how many went."""
         cutoff = int(time.time() if now is None else now) - self.keep_seconds
         async with self.db.write() as conn:
-            result = await conn.execute(delete(t).where(t.c.stamp < cutoff))
+            result = await conn.execute(delete(SEEN).where(SEEN.c.stamp < cutoff))
         return int(result.rowcount)

@@ -1,4 +1,4 @@
-"""Settings are read from the environment as DESIGN.md's external contract names them."""
+"""Settings are read from the environment under the names of signoff's external contract."""
 
 from __future__ import annotations
 
