@@ -25,8 +25,15 @@ from sqlalchemy import Column, Select, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot import config
-from resume import DEFAULT_URL, Database, Model, OpenAICompatibleModel, ScriptedModel, connect
-from resume.scripted import Script
+from resume import (
+    DEFAULT_URL,
+    Database,
+    Model,
+    OpenAICompatibleModel,
+    Script,
+    ScriptedModel,
+    connect,
+)
 
 #: What the examples' offline agent charges a turn, so that budgets have something to count.
 SCRIPTED_COST_PER_CALL_USD = 0.002

@@ -16,7 +16,15 @@ from resume.model import Model, ModelError
 from resume.openai_model import OpenAICompatibleModel
 from resume.routes import Branch, RouteDecision, RouteFunction, Router
 from resume.runtime import Runtime
-from resume.scripted import ScriptedModel, ScriptExhausted, Turn, call, did_not_finish, result_of
+from resume.scripted import (
+    Script,
+    ScriptedModel,
+    ScriptExhausted,
+    Turn,
+    call,
+    did_not_finish,
+    result_of,
+)
 from resume.tools import (
     Approvers,
     Decider,
@@ -54,6 +62,7 @@ __all__ = [
     "Runtime",
     "Scope",
     "ScopeResolver",
+    "Script",
     "ScriptExhausted",
     "ScriptedModel",
     "Tool",
