@@ -81,11 +81,14 @@ def user(n: int) -> str:
 
 
 async def until(
-    check: Callable[[], Awaitable[T]], *, timeout: float, what: str, every: float = 0.2
+    check: Callable[[], Awaitable[T | None]], *, timeout: float, what: str, every: float = 0.2
 ) -> T:
-    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout``.
+
+    A check answers None for "not yet"; the truthy answer it ends with is never None.
+    """
     deadline = time.monotonic() + timeout
-    last: T = await check()
+    last = await check()
     while not last:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what} "

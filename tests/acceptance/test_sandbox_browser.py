@@ -163,8 +163,12 @@ def _open(browser: Any, url: str) -> Any:
     page = browser.new_page(viewport={"width": 1440, "height": 1000})
     # Offline: anything addressed beyond 127.0.0.1 fails the test instead of leaving the machine.
     leaks: list[str] = []
-    page.route(re.compile(r"^(?!http://127\.0\.0\.1[:/]).*"),
-               lambda route: (leaks.append(route.request.url), route.abort()))
+
+    def refuse(route: Any) -> None:
+        leaks.append(route.request.url)
+        route.abort()
+
+    page.route(re.compile(r"^(?!http://127\.0\.0\.1[:/]).*"), refuse)
     page.leaks = leaks
     page.goto(url)
     page.wait_for_selector("body[data-ready='1']")

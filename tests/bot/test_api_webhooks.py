@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 
 import pytest
@@ -13,7 +13,8 @@ from aiohttp import web
 from sqlalchemy import update
 from standardwebhooks import Webhook
 
-from store import outbox, schema
+from store import schema
+from store.records import OutboxRow
 from store.states import OutboxState
 from tests.bot.api_harness import Agent, approved, make_key
 from tests.bot.harness import BotWorld
@@ -57,11 +58,11 @@ async def receiver() -> AsyncIterator[Receiver]:
         await r.down()
 
 
-async def _hooks(world: BotWorld) -> list[outbox.OutboxRow]:
+async def _hooks(world: BotWorld) -> list[OutboxRow]:
     async with world.db.read() as conn:
         ids_ = (await conn.execute(schema.outbox.select().where(
             schema.outbox.c.kind == "webhook"))).mappings().all()
-    return [outbox.OutboxRow.from_row(r) for r in ids_]
+    return [OutboxRow.from_row(r) for r in ids_]
 
 
 async def _all_due_now(world: BotWorld) -> None:
@@ -71,9 +72,9 @@ async def _all_due_now(world: BotWorld) -> None:
                            .values(next_attempt_at=datetime.now(UTC)))
 
 
-async def _until(check: object, seconds: float = 15) -> None:
+async def _until(check: Callable[[], Awaitable[bool]], seconds: float = 15) -> None:
     async with asyncio.timeout(seconds):
-        while not await check():  # type: ignore[operator]
+        while not await check():
             await asyncio.sleep(0.05)
 
 

@@ -20,8 +20,7 @@ from bot import ids
 from bot.sandbox import signing
 from examples import quotes
 from resume import calls
-from resume.messages import Message, ToolSpec
-from resume.model import ModelReply
+from resume.messages import Message, ModelReply, ToolSpec
 from store import engine, migrate, runs
 from store.states import RunState
 from tests.bot.harness import (

@@ -7,14 +7,15 @@ and PostgreSQL), and so is the quotes app behind it.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from slack_bolt.async_app import AsyncBoltContext
+from slack_bolt.async_app import AsyncAck, AsyncBoltContext, AsyncRespond
 from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.webhook import WebhookResponse
 
 from bot import config
 from bot.listeners import buttons, commands
@@ -30,24 +31,33 @@ APPROVALS = "C0APPROVALS"
 REP, OTHER = "U0REP", "U0OTHER"
 
 
-@dataclass
-class FakeAck:
-    """Records each ``ack(...)``: Bolt's would answer Slack's HTTP request with it."""
+class FakeAck(AsyncAck):
+    """Bolt's own ``ack``, recording each call: Bolt answers Slack's HTTP request with it."""
 
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # Bolt leaves AsyncAck.__init__ bare
+        self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, **kwargs: Any) -> None:
+    async def __call__(self, *args: Any, **kwargs: Any) -> BoltResponse:
+        if args:  # recorded by name only, so a positional argument would go unseen
+            raise TypeError("pass ack's arguments by name")
         self.calls.append(kwargs)
+        return await super().__call__(**kwargs)
 
 
-@dataclass
-class FakeRespond:
+class FakeRespond(AsyncRespond):
     """Records each ``respond(...)``: Bolt's would POST it to the response_url."""
 
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    def __init__(self) -> None:
+        super().__init__(response_url=None)
+        self.calls: list[dict[str, Any]] = []
 
-    async def __call__(self, **kwargs: Any) -> None:
+    async def __call__(self, *args: Any, **kwargs: Any) -> WebhookResponse:
+        if args:  # recorded by name only, so a positional argument would go unseen
+            raise TypeError("pass respond's arguments by name")
+        inspect.signature(AsyncRespond.__call__).bind(self, **kwargs)  # only Bolt's own names
         self.calls.append(kwargs)
+        return WebhookResponse(url="", status_code=200, body="ok", headers={})
 
     @property
     def texts(self) -> list[str]:

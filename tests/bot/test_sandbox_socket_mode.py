@@ -16,8 +16,8 @@ from bot.sandbox import page
 from bot.sandbox import runner as sandbox_app
 from examples import quotes
 from tests.bot import harness
+from tests.bot.harness import ASK
 from tests.bot.test_sandbox_page import (
-    ASK,
     QUOTES,
     PageClient,
     _approve_button,

@@ -9,6 +9,7 @@ from resume.messages import Message
 from resume.runtime import Runtime
 from store import claims, events, ledger, outbox, runs
 from store.engine import Database
+from store.reasons import RefusalReason
 from store.states import LedgerStatus, RunState
 from tests import journeys
 from tests.quotes_harness import ASK, quotes_world
@@ -184,7 +185,7 @@ async def test_quote__non_approver_changes_nothing(db: Database) -> None:
 async def test_quote__unknown_token_is_refused(db: Database) -> None:
     world = await quotes_world(db)
     result = await journeys.resume_after_confirmation(world.rt, "nope", "approve", "U_REP")
-    assert result == outcomes.UnknownOrExpired("unknown")
+    assert result == outcomes.UnknownOrExpired(RefusalReason.unknown)
 
 
 async def test_quote__revoked_while_expired_is_not_asked_again_on_continue(db: Database) -> None:
@@ -251,7 +252,7 @@ async def test_quote__expired_token_is_refused_as_expired_before_asking_who_clic
     token = run.pending_token or ""
     assert run.expires_at is not None
     clock.at = run.expires_at  # due, but the sweep has not run yet
-    expired = outcomes.UnknownOrExpired("expired")
+    expired = outcomes.UnknownOrExpired(RefusalReason.expired)
 
     for actor in ("U_OTHER", "U_REP"):
         assert await decide.refusal(world.rt, token, actor) == expired

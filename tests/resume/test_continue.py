@@ -8,6 +8,7 @@ from resume import cancel, outcomes
 from resume.budget import Limits
 from store import events, ledger, outbox, runs
 from store.engine import Database
+from store.reasons import RefusalReason
 from store.records import Run
 from store.states import RunState
 from tests import journeys
@@ -29,9 +30,9 @@ async def test_continue_run__someone_elses_or_a_missing_run_is_not_found(db: Dat
     world, run = await _halted(db)
 
     assert await journeys.continue_run(world.rt, run.id, "U_OTHER") == (
-        outcomes.ContinueRefused("not_found"))
+        outcomes.ContinueRefused(RefusalReason.not_found))
     assert await journeys.continue_run(world.rt, "run_missing", "U_REP") == (
-        outcomes.ContinueRefused("not_found"))
+        outcomes.ContinueRefused(RefusalReason.not_found))
 
     same = await runs.get(db, run.id)
     assert same.state is RunState.halted and same.event_seq == run.event_seq
@@ -65,7 +66,7 @@ async def test_continue_run__grants_more_steps_and_continues_the_budget(db: Data
     assert notices[1]["grant"]["new_limits"]["max_steps"] == 6
     # Once it runs again, a second continue is refused, and the run finishes normally.
     assert await journeys.continue_run(world.rt, run.id, "U_REP") == (
-        outcomes.ContinueRefused("not_halted"))
+        outcomes.ContinueRefused(RefusalReason.not_halted))
     done = await journeys.resume_after_confirmation(world.rt, after.pending_token or "",
                                                         "approve", "U_REP")
     assert isinstance(done, outcomes.Executed)
@@ -79,7 +80,7 @@ async def test_continue_run__a_suspended_run_is_not_halted(db: Database) -> None
 
     refused = await journeys.continue_run(world.rt, run.id, "U_REP")
 
-    assert refused == outcomes.ContinueRefused("not_halted")
+    assert refused == outcomes.ContinueRefused(RefusalReason.not_halted)
     same = await runs.get(db, run.id)
     assert same.state is RunState.suspended and same.limits == run.limits
     assert await events.for_run(db, run.id, kind="grant") == []
@@ -92,7 +93,7 @@ async def test_continue_run__two_at_once_grant_once(db: Database) -> None:
                                      for _ in range(2)))
 
     assert sum(isinstance(r, outcomes.Continued) for r in results) == 1
-    assert outcomes.ContinueRefused("not_halted") in results
+    assert outcomes.ContinueRefused(RefusalReason.not_halted) in results
     assert len(await events.for_run(db, run.id, kind="grant")) == 1
     assert (await runs.get(db, run.id)).limits["max_steps"] == 6
 
@@ -105,7 +106,7 @@ async def test_cancel__suspended_run_fails_cancelled_and_its_card_is_stripped(
     token = run.pending_token or ""
 
     assert await cancel.cancel(world.rt, run.id, "U_OTHER") == (
-        outcomes.CancelRefused("not_found"))
+        outcomes.CancelRefused(RefusalReason.not_found))
     result = await cancel.cancel(world.rt, run.id, "U_REP")
 
     assert isinstance(result, outcomes.Cancelled)
@@ -124,7 +125,7 @@ async def test_cancel__suspended_run_fails_cancelled_and_its_card_is_stripped(
     assert (await runs.get(db, run.id)).state is RunState.failed
     assert await world.crm.sent_count() == 0
     assert await cancel.cancel(world.rt, run.id, "U_REP") == (
-        outcomes.CancelRefused("not_cancellable"))
+        outcomes.CancelRefused(RefusalReason.not_cancellable))
 
 
 async def test_cancel__halted_run_fails_cancelled_without_a_card_update(db: Database) -> None:
@@ -137,4 +138,4 @@ async def test_cancel__halted_run_fails_cancelled_without_a_card_update(db: Data
     kinds = [r.kind for r in await outbox.for_run(db, run.id)]
     assert kinds == ["run_notice", "run_notice"]  # halted, then cancelled
     assert await journeys.continue_run(world.rt, run.id, "U_REP") == (
-        outcomes.ContinueRefused("not_halted"))
+        outcomes.ContinueRefused(RefusalReason.not_halted))

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from resume import decide, expire, outcomes, proceed, purge
 from store import events, outbox, runs
 from store.engine import Database
+from store.reasons import RefusalReason
 from store.states import RunState
 from tests import journeys
 from tests.quotes_harness import ASK, QuotesWorld, quotes_world
@@ -63,7 +64,7 @@ async def test_expire_suspended__at_exactly_expires_at_halts_and_strips_the_card
     clock.at = expires
     late = await journeys.resume_after_confirmation(world.rt, run.pending_token, "approve",
                                                         "U_REP")
-    assert late == outcomes.UnknownOrExpired("expired")
+    assert late == outcomes.UnknownOrExpired(RefusalReason.expired)
     assert await expire.expire_suspended(world.rt, now=expires + timedelta(hours=1)) == []
     assert await world.crm.sent_count() == 0
 
@@ -113,7 +114,7 @@ async def test_expire_suspended__approvals_racing_the_sweep_have_one_winner_each
             assert isinstance(await proceed.proceed(click), outcomes.Executed)
             assert (await runs.get(db, run.id)).state is RunState.answered
         else:
-            assert click == outcomes.UnknownOrExpired("expired")
+            assert click == outcomes.UnknownOrExpired(RefusalReason.expired)
             after = await runs.get(db, run.id)
             assert after.state is RunState.halted and after.halt_reason == "suspension_expired"
     winners = sum(isinstance(c, outcomes.Claimed) for c in clicks)

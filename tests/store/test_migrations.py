@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -11,6 +12,8 @@ from sqlalchemy import Connection, inspect
 
 from store import engine, errors, migrate, schema
 from tests.conftest import PostgresServer
+
+R = TypeVar("R")
 
 
 def _urls(tmp_path: Path, request: pytest.FixtureRequest) -> str:
@@ -25,7 +28,7 @@ def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return _urls(tmp_path, request)
 
 
-async def _run_sync(db: engine.Database, fn: Callable[[Connection], object]) -> object:
+async def _run_sync(db: engine.Database, fn: Callable[[Connection], R]) -> R:
     async with db.read() as conn:
         return await conn.run_sync(fn)
 
@@ -39,7 +42,7 @@ async def test_migrations__empty_head_base_head_and_no_drift(empty_url: str) -> 
         assert await migrate.current(db) == migrate.head()
         await migrate.downgrade(db, "base")
         tables = await _run_sync(db, lambda c: inspect(c).get_table_names())
-        assert set(tables) <= {"alembic_version"}  # type: ignore[arg-type]
+        assert set(tables) <= {"alembic_version"}
         await migrate.upgrade(db)
         await migrate.require_head(db)
 
