@@ -129,6 +129,14 @@ class Sandbox:
             run_id, state = found.fetchone()
             return str(run_id), str(state)
 
+    def latest_run_becomes(self, expected: tuple[str, str]) -> tuple[str, str]:
+        """``latest_run()`` once it is ``expected``, or as it is after ``WAIT_MS``: the page can
+        show a tool's effect before the run's last model turn has ended it."""
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while (found := self.latest_run()) != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return found
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -516,7 +524,7 @@ def test_sandbox__cancel_expiry_and_continue(browser: Any, tmp_path: Path) -> No
         fresh.locator(APPROVE).click()
         expect(fresh).to_contain_text("Approved by @Riley")
         expect(page.locator("[data-testid=quotes-sent-total]")).to_have_text("1")
-        assert sandbox.latest_run() == (run_id, "answered")
+        assert sandbox.latest_run_becomes((run_id, "answered")) == (run_id, "answered")
         assert page.leaks == [], f"requests beyond 127.0.0.1: {page.leaks}"
         page.close()
     finally:
