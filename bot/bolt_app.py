@@ -16,7 +16,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
-from bot import config, intake, listeners
+from bot import config, listeners
 from bot.services import Services
 
 #: Retries of one Web API call made while handling a request (the outbox job
@@ -58,7 +58,6 @@ def build(services: Services) -> AsyncApp:
         request_verification_enabled=True,
         name="signoff",
     )
-    app.use(intake.only_own_workspace)  # before every listener, on every door
-    app.use(services.into_context)
+    app.use(services.into_context)  # before every listener, on every door: own workspace only
     listeners.register(app)
     return app

@@ -1,4 +1,4 @@
-"""The door: only signed, first-seen requests the bot handles, from its own workspace, get in.
+"""The HTTP door in front of Bolt: only signed, first-seen requests the bot handles get in.
 
 Bolt parses the body before it checks the signature, and its routing indexes into the payload
 unguarded, so a malformed body makes it raise and aiohttp answers 500. ``middleware``, on
@@ -17,27 +17,22 @@ unguarded, so a malformed body makes it raise and aiohttp answers 500. ``middlew
   changes nothing: they are not recorded, and the click's ack waits on no write.
 
 Everything else goes to Bolt unchanged, which verifies the signature again. Inside Bolt, on
-every door it serves (HTTP and Socket Mode), ``only_own_workspace`` refuses a request naming a
-team or enterprise other than the bot's own (a Slack Connect guest's own team included): it is
-logged (``action: foreign_workspace``), nothing runs, and the sender gets 403
-``{"error": "request from another workspace"}``.
+every door (HTTP and Socket Mode), ``Services.into_context`` hands the services only to a
+request from the bot's own workspace (``bot/services.py``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from slack_bolt.context.async_context import AsyncBoltContext
 from slack_bolt.request.internals import parse_body
-from slack_bolt.response import BoltResponse
 
 from bot import ids, metrics
 from store import errors
@@ -86,7 +81,8 @@ def middleware(path: str, signing_secret: str, db: Database | None = None) -> Mi
             _refused("replayed_request", request)
             return web.json_response({"error": "request already seen"}, status=409)
         response = await handler(request)  # Bolt answers when the listener acks
-        if raw.startswith(b"payload="):  # interactivity (a click, a submission), not a command
+        # Interactivity (a click, a submission), not a command; acked, not refused by Bolt.
+        if raw.startswith(b"payload=") and response.status == 200:
             metrics.acked("http", time.perf_counter() - start)
         return response
 
@@ -122,48 +118,6 @@ async def _first_sight(seen: SeenRequests, stamp: int, request: web.Request) -> 
 def _refused(action: str, request: web.Request, why: str | None = None) -> None:
     log.info("refused at the door: %s%s", action, f" ({why})" if why else "", extra={
         "action": action, "reason": why, "retry_num": request.headers.get("X-Slack-Retry-Num")})
-
-
-# --- Only the bot's own workspace ------------------------------------------------------
-FOREIGN_STATUS = 403
-FOREIGN_BODY = json.dumps({"error": "request from another workspace"})
-
-
-async def only_own_workspace(
-    body: dict[str, Any],
-    context: AsyncBoltContext,
-    next: Callable[[], Awaitable[BoltResponse]],  # Bolt passes arguments by these names
-) -> BoltResponse:
-    """Bolt global middleware: call the listeners only for the bot's own workspace."""
-    authorized = context.authorize_result
-    if authorized is None:  # Bolt answers requests that need no authorization itself
-        return await next()
-    own = {"team": authorized.team_id, "enterprise": authorized.enterprise_id}
-    foreign = [(kind, found) for kind, found in named(body) if found != own[kind]]
-    if not foreign:
-        return await next()
-    log.warning("refused a request from another workspace: %s",
-                ", ".join(f"{kind} {found!r}" for kind, found in foreign),
-                extra={"action": "foreign_workspace", "named": dict(foreign),
-                       "own_team": own["team"], "own_enterprise": own["enterprise"]})
-    return BoltResponse(status=FOREIGN_STATUS, body=FOREIGN_BODY,
-                        headers={"content-type": "application/json"})
-
-
-def named(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """Every (``team`` | ``enterprise``, id) the request names, as Slack sends them."""
-    yield from _ids("team", body.get("team"), body.get("team_id"))
-    user = body.get("user")
-    if isinstance(user, dict):
-        yield from _ids("team", user.get("team_id"))
-    yield from _ids("enterprise", body.get("enterprise"), body.get("enterprise_id"))
-
-
-def _ids(kind: str, *values: Any) -> Iterator[tuple[str, str]]:
-    for value in values:
-        found = value.get("id") if isinstance(value, dict) else value
-        if found not in (None, ""):
-            yield kind, str(found)
 
 
 # --- The requests signoff handles ---------------------------------------------------------

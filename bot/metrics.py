@@ -75,8 +75,8 @@ APPROVAL_WAIT = Histogram(
     "signoff_approval_wait_seconds", "From a run suspending on a request to its decision.",
     buckets=(5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 3600, 7200))
 CLICK_ACK = Histogram(
-    "signoff_click_ack_seconds", "From a click reaching this process to its ack, per "
-    "transport (http, socket_mode).", ["transport"],
+    "signoff_click_ack_seconds", "From a click or submission reaching this process to its "
+    "ack, per transport (http, socket_mode); refused requests are not counted.", ["transport"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5))
 OUTBOX_DEAD = Counter("signoff_outbox_dead", "Outbox rows this process gave up on after "
                       "SIGNOFF_OUTBOX_MAX_ATTEMPTS (see `signoff runs show`).")

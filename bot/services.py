@@ -1,8 +1,17 @@
 """What the listeners, the outbox relay and the scheduler share: one object per process.
 
 Listeners find it in Bolt's context: ``bot.bolt_app`` installs
-:meth:`Services.into_context` as a global middleware, and a listener callback
-(a module-level function taking ``context``) calls ``Services.of(context)``.
+:meth:`Services.into_context` as Bolt's one global middleware, and a listener
+callback (a module-level function taking ``context``) calls ``Services.of(context)``.
+
+Only the bot's own workspace gets them. The bot token belongs to one workspace,
+which Bolt learns from one ``auth.test`` (the authorize result in ``context``).
+On every door Bolt serves (HTTP and Socket Mode alike), ``into_context``
+compares it with every team and enterprise the request names: ``team.id`` /
+``team_id``, ``user.team_id`` (a Slack Connect guest's own team) and
+``enterprise.id`` / ``enterprise_id``. On any mismatch it logs
+``action: foreign_workspace``, no listener runs, and the sender gets
+``403 {"error": "request from another workspace"}``.
 
 Bolt keeps no reference to the tasks it spawns, and neither does
 ``asyncio.ensure_future``: a task nobody holds may be garbage-collected
@@ -23,8 +32,9 @@ make a held run look orphaned to a reaper.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -43,6 +53,8 @@ log = logging.getLogger(__name__)
 Kicker = Callable[[], None]
 #: Where :meth:`Services.into_context` puts the services in a request's Bolt context.
 CONTEXT_KEY: Final = "services"
+FOREIGN_STATUS = 403
+FOREIGN_BODY = json.dumps({"error": "request from another workspace"})
 
 
 def _no_kick() -> None:
@@ -65,10 +77,22 @@ class Services:
         self._slots = asyncio.Semaphore(self.settings.max_concurrent_runs)
 
     async def into_context(
-        self, context: AsyncBoltContext, next_: Callable[[], Awaitable[BoltResponse]]
+        self, body: dict[str, Any], context: AsyncBoltContext,
+        next_: Callable[[], Awaitable[BoltResponse]],  # Bolt passes arguments by these names
     ) -> BoltResponse:
-        """Bolt global middleware (``app.use(services.into_context)``): every listener's
-        context carries these services under ``CONTEXT_KEY``."""
+        """Bolt global middleware (``app.use(services.into_context)``): a request from the
+        bot's own workspace gets these services under ``CONTEXT_KEY``; any other, a 403."""
+        authorized = context.authorize_result
+        if authorized is not None:  # None: Bolt answers requests needing no authorization
+            own = {"team": authorized.team_id, "enterprise": authorized.enterprise_id}
+            foreign = [(kind, found) for kind, found in named(body) if found != own[kind]]
+            if foreign:
+                log.warning("refused a request from another workspace: %s",
+                            ", ".join(f"{kind} {found!r}" for kind, found in foreign),
+                            extra={"action": "foreign_workspace", "named": dict(foreign),
+                                   "own_team": own["team"], "own_enterprise": own["enterprise"]})
+                return BoltResponse(status=FOREIGN_STATUS, body=FOREIGN_BODY,
+                                    headers={"content-type": "application/json"})
         context[CONTEXT_KEY] = self
         return await next_()
 
@@ -161,3 +185,19 @@ class Services:
     async def close(self) -> None:
         """Dispose of the database pool. Call after :meth:`drain`."""
         await self.rt.db.dispose()
+
+
+def named(body: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Every (``team`` | ``enterprise``, id) the request names, as Slack sends them."""
+    yield from _ids("team", body.get("team"), body.get("team_id"))
+    user = body.get("user")
+    if isinstance(user, dict):
+        yield from _ids("team", user.get("team_id"))
+    yield from _ids("enterprise", body.get("enterprise"), body.get("enterprise_id"))
+
+
+def _ids(kind: str, *values: Any) -> Iterator[tuple[str, str]]:
+    for value in values:
+        found = value.get("id") if isinstance(value, dict) else value
+        if found not in (None, ""):
+            yield kind, str(found)

@@ -56,7 +56,7 @@ class TimedSocketModeHandler(AsyncSocketModeHandler):
         start = time.perf_counter()
         response = await run_async_bolt_app(self.app, req)
         await send_async_response(client, req, response, start)
-        if req.type == _INTERACTIVE:
+        if req.type == _INTERACTIVE and response.status == 200:  # acked, not refused
             metrics.acked("socket_mode", time.perf_counter() - start)
 
     async def open(self) -> None:

@@ -129,6 +129,9 @@ async def start_for_worker(framework: str, start: Callable[[Run], Awaitable[Any]
         run = await so.start_run(requester=os.environ.get("SIGNOFF_REQUESTER", "U0RILEY"),
                                  title=f"Refund for ticket 4411 ({framework}, resumed by a "
                                        "worker)",
+                                 # Started again (after a crash, say): the same run, not a
+                                 # second request for the same refund.
+                                 idempotency_key=f"{framework}-ticket-4411",
                                  requires=["refund_order"])
         outcome = await start(run)
         if isinstance(outcome, Paused):

@@ -35,7 +35,10 @@ from signoff_client.worker import Worker
 
 from examples import external_langgraph, external_openai_agents, external_pydantic_ai
 
-KINDS = ("pydantic_ai", "openai_agents", "langgraph")
+#: Each agent ``start`` can start, by the name on the command line.
+EXAMPLES = {"pydantic_ai": external_pydantic_ai, "openai_agents": external_openai_agents,
+            "langgraph": external_langgraph}
+KINDS = tuple(EXAMPLES)
 
 
 @asynccontextmanager
@@ -53,9 +56,7 @@ async def worker() -> AsyncIterator[Worker]:
 
 async def start(kind: str) -> None:
     """Start one agent in a run of its own; it pauses on its card and this process ends."""
-    examples = {"pydantic_ai": external_pydantic_ai, "openai_agents": external_openai_agents,
-                "langgraph": external_langgraph}
-    await examples[kind].main()
+    await EXAMPLES[kind].main()
 
 
 if __name__ == "__main__":

@@ -53,7 +53,8 @@ def run_gateway(args: argparse.Namespace) -> int:
         from signoff_client.adapters import mcp_gateway
         from signoff_client.adapters.mcp_world import SetupError
     except ImportError:
-        fail("the MCP gateway needs the mcp package: pip install 'signoff-client[mcp]'",
+        fail("the MCP gateway needs the mcp package: pip install './client[mcp]' "
+             "(from a checkout of signoff)",
              EXIT_NOT_SET_UP)
     url = _setting(args.url, "SIGNOFF_URL", "--url")
     api_key = _setting(args.api_key, "SIGNOFF_API_KEY", "--api-key")

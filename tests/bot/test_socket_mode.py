@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
+from prometheus_client import REGISTRY
 
 from bot import ids, server
 from store import runs
@@ -194,6 +195,8 @@ async def test_socket_mode__a_click_from_another_workspace_is_never_acked_and_ch
     fields = dict(parse_qsl(world.click_body(REP, ids.APPROVE_ACTION, token)))
     payload = json.loads(fields["payload"])
     payload["team"]["id"] = payload["user"]["team_id"] = "T0ELSEWHERE"
+    acks = REGISTRY.get_sample_value("signoff_click_ack_seconds_count",
+                                     {"transport": "socket_mode"})
 
     reply = await world.socket.deliver_form(urlencode({"payload": json.dumps(payload)}))
     await world.settle()
@@ -202,3 +205,5 @@ async def test_socket_mode__a_click_from_another_workspace_is_never_acked_and_ch
     assert reply["status"] == 503 and "no ack" in json.dumps(reply)
     assert (await runs.get(world.db, run.id)).state is RunState.suspended
     assert has_buttons(world.card(token)) and await world.crm.sent_count() == 0
+    assert REGISTRY.get_sample_value(  # never acked, so not an ack time
+        "signoff_click_ack_seconds_count", {"transport": "socket_mode"}) == acks

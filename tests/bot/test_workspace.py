@@ -15,8 +15,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 import pytest
+from prometheus_client import REGISTRY
 
-from bot import ids, intake
+from bot import ids, services
 from bot.sandbox import signing
 from store import runs
 from store.states import RunState
@@ -48,16 +49,19 @@ async def test_click__from_another_workspace_is_refused_and_changes_nothing(
     run = await world.asked()
     token = run.pending_token or ""
     told = len(world.fake.ephemerals(REP))
+    acks = REGISTRY.get_sample_value("signoff_click_ack_seconds_count", {"transport": "http"})
 
-    with caplog.at_level(logging.WARNING, logger="bot.workspace"):
+    with caplog.at_level(logging.WARNING, logger="bot.services"):
         status, text = await world.post(_click(world, token, change))
         await world.settle()
     await world.deliver()
 
-    assert (status, text) == (intake.FOREIGN_STATUS, intake.FOREIGN_BODY)
+    assert (status, text) == (services.FOREIGN_STATUS, services.FOREIGN_BODY)
     assert [r for r in caplog.records if getattr(r, "action", None) == "foreign_workspace"]
     assert (await runs.get(world.db, run.id)).state is RunState.suspended
     assert has_buttons(world.card(token)) and len(world.fake.ephemerals(REP)) == told
+    assert REGISTRY.get_sample_value(  # refused, so not an ack time
+        "signoff_click_ack_seconds_count", {"transport": "http"}) == acks
     assert await world.crm.sent_count() == 0
     # The same click from the bot's own workspace approves: the refusal above was the team.
     status, _ = await world.post(_click(world, token, {}))
@@ -76,7 +80,7 @@ async def test_decline_submission__from_another_team_is_refused(world: BotWorld)
     status, _ = await world.post(signing.form_body(payload))
     await world.settle()
 
-    assert status == intake.FOREIGN_STATUS
+    assert status == services.FOREIGN_STATUS
     assert (await runs.get(world.db, run.id)).state is RunState.suspended
 
 
@@ -92,6 +96,6 @@ async def test_command__from_another_workspace_starts_nothing(
     status, _ = await world.post(urlencode(fields | field))
     await world.settle()
 
-    assert status == intake.FOREIGN_STATUS
+    assert status == services.FOREIGN_STATUS
     assert await runs.list_runs(world.db, user_id=REP, limit=5) == []
     assert world.fake.messages() == [] and world.fake.ephemerals(REP) == []

@@ -45,6 +45,8 @@ from signoff_client.adapters.mcp_world import (
     check_globs,
     check_helpers,
     text_of,
+    tool_names,
+    tools_may_change,
 )
 from signoff_client.client import Signoff
 from signoff_client.runs import Run, default_call_id
@@ -251,17 +253,6 @@ class Gateway:
             await asyncio.sleep(PROGRESS_EVERY_SECONDS)
 
 
-async def tool_names(session: ClientSession) -> list[str]:
-    names: list[str] = []
-    cursor: str | None = None
-    while True:
-        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
-        names += [tool.name for tool in page.tools]
-        cursor = page.next_cursor
-        if not cursor:
-            return names
-
-
 @asynccontextmanager
 async def upstream_session(command: str) -> AsyncIterator[ClientSession]:
     """The upstream MCP server, started from ``command`` and spoken to over stdio."""
@@ -277,7 +268,7 @@ async def upstream_session(command: str) -> AsyncIterator[ClientSession]:
 async def check_gate(session: ClientSession, gate: Gate) -> None:
     """Raise SetupError unless every --gate glob, --preview and --guard fits the upstream."""
     tools = await tool_names(session)
-    check_globs(gate.globs, tools)  # a typo'd glob would leave the tool it meant ungated
+    check_globs(gate.globs, tools, may_change=tools_may_change(session))
     gated = [name for name in tools if gate.covers(name)]
     check_helpers("--preview", gate.previews, tools, gated)
     check_helpers("--guard", gate.guards, tools, gated)

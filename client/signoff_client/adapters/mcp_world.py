@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
 
 from signoff_client.models import JsonObject, Preview, default_preview
 from signoff_client.tools import Guard, GuardFn, PreviewFn
+
+log = logging.getLogger("signoff_client")
 
 #: The API's bounds on a guard's verdict; a longer message would get the block refused.
 GUARD_CODE_MAX = 100
@@ -136,9 +140,38 @@ def check_helpers(flag: str, helpers: Sequence[Helper], tools: Sequence[str],
                              f"(gated: {', '.join(sorted(gated)) or 'none'})")
 
 
-def check_globs(globs: Sequence[str], tools: Sequence[str]) -> None:
-    """Each --gate glob must match an upstream tool: one that matches none gates nothing."""
+async def tool_names(session: ClientSession) -> list[str]:
+    """Every tool the upstream lists now; SetupError if it cannot list them."""
+    names: list[str] = []
+    cursor: str | None = None
+    while True:
+        try:
+            page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor))
+        except MCPError as exc:
+            raise SetupError(f"the upstream server could not list its tools: {exc}") from exc
+        names += [tool.name for tool in page.tools]
+        cursor = page.next_cursor
+        if not cursor:
+            return names
+
+
+def tools_may_change(session: ClientSession) -> bool:
+    """The upstream says its tool list may change (``tools.listChanged``)."""
+    started = session.initialize_result
+    listed = started.capabilities.tools if started is not None else None
+    return bool(listed is not None and listed.list_changed)
+
+
+def check_globs(globs: Sequence[str], tools: Sequence[str], *, may_change: bool) -> None:
+    """Each --gate glob must match an upstream tool: a typo would leave the tool it meant
+    ungated. An upstream whose tools may change later is only warned about: the glob gates
+    what it matches whenever that appears."""
     for glob in globs:
-        if not any(fnmatch.fnmatchcase(name, glob) for name in tools):
-            raise SetupError(f"--gate {glob}: matches no upstream tool, so it would gate "
-                             f"nothing (it has: {', '.join(sorted(tools)) or 'none'})")
+        if any(fnmatch.fnmatchcase(name, glob) for name in tools):
+            continue
+        listed = ", ".join(sorted(tools)) or "none"
+        said = f"--gate {glob}: matches no upstream tool (it has: {listed})"
+        if not may_change:
+            raise SetupError(f"{said}, so it would gate nothing")
+        log.warning("%s yet; the upstream's tool list may change", said,
+                    extra={"action": "gate_matches_nothing_yet", "glob": glob})

@@ -86,7 +86,7 @@ def check_webhooks(secret: str) -> None:
         from signoff_client.worker.webhooks import WebhookReceiver
     except ImportError:
         fail("--webhook-port needs aiohttp and standardwebhooks: "
-             "pip install 'signoff-client[worker]'")
+             "pip install './client[worker]' (from a checkout of signoff)")
     try:
         WebhookReceiver(secret, lambda: None)
     except Exception:  # the library's own errors for a malformed secret vary
