@@ -98,6 +98,9 @@ async def _counted(request: web.Request, handler: Any) -> web.StreamResponse:
     except web.HTTPException as exc:
         metrics.api_request(route, exc.status)
         raise
+    except asyncio.CancelledError:  # the client went away (a long-poll, say): nginx's 499
+        metrics.api_request(route, 499)
+        raise
     except Exception:
         metrics.api_request(route, 500)
         raise

@@ -276,6 +276,10 @@ async def test_metrics__api_requests_are_counted_by_route_never_by_id(world: Bot
     assert (await agent.call("GET", "/runs/run_that_does_not_exist"))[0] == 404
     assert (await world.get(f"/api/v1/runs/{run['id']}"))[0] == 401  # no key
     assert (await agent.call("GET", "/no/such/path"))[0] == 404
+    assert (await agent.call("DELETE", "/runs"))[0] == 405
+    assert (await world.get("/api/v1/openapi.json"))[0] == 200
+    assert (await agent.ask(run["id"]))[0] == 201
+    await agent.get_call(run["id"], wait=0.2)  # a long-poll that times out: one answer
     after = await scrape(world)
 
     def grew(route: str, status: str) -> float:
@@ -288,6 +292,9 @@ async def test_metrics__api_requests_are_counted_by_route_never_by_id(world: Bot
     assert grew("GET /api/v1/runs/{run_id}", "404") == 1
     assert grew("GET /api/v1/runs/{run_id}", "401") == 1
     assert grew("unmatched", "404") == 1
+    assert grew("unmatched", "405") == 1
+    assert grew("GET /api/v1/openapi.json", "200") == 1
+    assert grew("GET /api/v1/runs/{run_id}/calls/{call_id}", "200") == 1
     labels = {v for (name, pairs) in after for _, v in pairs
               if name == "signoff_api_requests_total"}
     assert not any(run["id"] in v or "run_that_does_not_exist" in v for v in labels)
