@@ -16,12 +16,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from signoff_client import Run, Signoff
+from signoff_client.adapters.pauses import Paused
 
 from bot import ids
 from bot.sandbox import fake_slack, signing
 from tests.acceptance import replicas
+from tests.client.refunds import Payments
 
 REQUESTER = "U0CLIENT01"
 KEY_PATTERN = re.compile(r"\bso_[A-Za-z0-9_-]{32,}")
@@ -138,3 +141,14 @@ async def diff_card(served: Served, first: fake_slack.Message) -> fake_slack.Mes
         return card if card is not None and card.ts != first.ts else None
 
     return await replicas.until(posted, timeout=30, what="the diff card")
+
+
+async def paused_then_changed(served: Served, run: Run, gate: Any, agent: Any,
+                              payments: Payments, total: float) -> fake_slack.Message:
+    """The agent started to its pause, the refund's total changed while the card waits, then
+    that (old) card approved: the card."""
+    assert isinstance(await gate.start(agent, run, "refund order A-1"), Paused)
+    first = await served.wait_for_card("refund_order", run.id)
+    payments.set_total("A-1", total)
+    await served.approve(first)
+    return first

@@ -16,6 +16,14 @@ from signoff_client.adapters.pauses import FilePauses, Paused
 from tests.client import framework_agents, harness
 from tests.client.refunds import Payments
 
+# One `signoff serve` for the module: each test finds its own run's cards by the run's id.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(name="server")
+def shared_server(module_server: harness.Served) -> harness.Served:
+    return module_server
+
 
 @dataclass
 class Gated:
@@ -41,7 +49,7 @@ async def test_adapter__approved_runs_once_even_when_the_same_pause_is_resumed_t
         assert isinstance(paused, Paused) and len(paused.call_ids) == 1
         saved = gated.gate.pauses.load(run.id)
         assert saved is not None, "the agent's state is stored with the run"
-        await server.approve(await server.wait_for_card("refund_order"))
+        await server.approve(await server.wait_for_card("refund_order", run.id))
 
         first = await asyncio.wait_for(gated.gate.resume(gated.agent, run), timeout=60)
         gated.gate.pauses.save(run.id, saved)  # the same pause, resumed again
@@ -56,7 +64,7 @@ async def test_adapter__declined_is_told_to_the_model_with_the_reason_and_never_
         server: harness.Served, payments: Payments, gated: Gated) -> None:
     async with harness.started_run(server, "Adapter decline") as run:
         task = asyncio.create_task(gated.gate.run(gated.agent, run, "refund order A-1"))
-        await server.decline(await server.wait_for_card("refund_order"), "needs a manager")
+        await server.decline(await server.wait_for_card("refund_order", run.id), "needs a manager")
         result = await asyncio.wait_for(task, timeout=60)
 
     assert gated.output(result) == "tool said: Declined by the approver: needs a manager"
