@@ -10,14 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import httpx
 from signoff_client import Run, Signoff
 from signoff_client.adapters.pauses import Paused
 
@@ -60,24 +62,42 @@ class Served:
     replica: replicas.Replica
     db_url: str
     api_key: str
+    #: Look for cards only among this key's runs (a test's own key on a shared server).
+    own_cards: bool = False
 
     @property
     def url(self) -> str:
         return self.replica.url
 
+    def with_own_key(self, name: str) -> Served:
+        """The same server with a new key of its own, whose cards are its runs' only."""
+        key = create_key(self.db_url, f"{name}-{secrets.token_hex(3)}", "*")
+        return replace(self, api_key=key, own_cards=True)
+
     def cards(self) -> list[fake_slack.Message]:
         """Messages that carry Approve buttons now, oldest first."""
         return [m for m in self.cluster.fake.messages() if replicas.has_buttons(m)]
 
-    def open_card(self, tool: str | None = None,
-                  run_id: str | None = None) -> fake_slack.Message | None:
+    def open_card(self, tool: str | None = None, run_id: str | None = None,
+                  runs: set[str] | None = None) -> fake_slack.Message | None:
         found = [m for m in self.cards() if (tool is None or tool in json.dumps(m.blocks))
-                 and (run_id is None or card_run(m) == run_id)]
+                 and (run_id is None or card_run(m) == run_id)
+                 and (runs is None or card_run(m) in runs)]
         return found[-1] if found else None
+
+    async def key_runs(self) -> set[str]:
+        """The runs of this key's calls, as the API lists them."""
+        async with httpx.AsyncClient(base_url=self.url) as http:
+            response = await http.get("/api/v1/calls",
+                                      headers={"Authorization": f"Bearer {self.api_key}"})
+        assert response.status_code == 200, response.text
+        return {call["run_id"] for call in response.json()["calls"]}
 
     async def wait_for_card(self, tool: str | None = None,
                             run_id: str | None = None) -> fake_slack.Message:
         async def posted() -> fake_slack.Message | None:
+            if run_id is None and self.own_cards:
+                return self.open_card(tool, runs=await self.key_runs())
             return self.open_card(tool, run_id)
 
         return await replicas.until(posted, timeout=30, what=f"an approval card for {tool}")
