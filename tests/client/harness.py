@@ -17,16 +17,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import httpx
 from signoff_client import Run, Signoff
-from signoff_client.adapters.pauses import Paused
 
 from bot import ids
 from bot.sandbox import fake_slack, signing
 from tests.acceptance import replicas
-from tests.client.refunds import Payments
 
 REQUESTER = "U0CLIENT01"
 KEY_PATTERN = re.compile(r"\bso_[A-Za-z0-9_-]{32,}")
@@ -75,29 +72,29 @@ class Served:
         return replace(self, api_key=key, own_cards=True)
 
     def cards(self) -> list[fake_slack.Message]:
-        """Messages that carry Approve buttons now, oldest first."""
-        return [m for m in self.cluster.fake.messages() if replicas.has_buttons(m)]
+        """Messages that carry Approve buttons now, oldest first (with ``own_cards``, of this
+        key's runs only)."""
+        runs = self.key_runs() if self.own_cards else None
+        return [m for m in self.cluster.fake.messages() if replicas.has_buttons(m)
+                and (runs is None or card_run(m) in runs)]
 
-    def open_card(self, tool: str | None = None, run_id: str | None = None,
-                  runs: set[str] | None = None) -> fake_slack.Message | None:
-        found = [m for m in self.cards() if (tool is None or tool in json.dumps(m.blocks))
-                 and (run_id is None or card_run(m) == run_id)
-                 and (runs is None or card_run(m) in runs)]
-        return found[-1] if found else None
-
-    async def key_runs(self) -> set[str]:
-        """The runs of this key's calls, as the API lists them."""
-        async with httpx.AsyncClient(base_url=self.url) as http:
-            response = await http.get("/api/v1/calls",
-                                      headers={"Authorization": f"Bearer {self.api_key}"})
+    def key_runs(self) -> set[str]:
+        """The runs of this key's calls, as the API lists them (a blocking read: the server
+        answers it without the Slack stand-in, so the test's loop may wait on it)."""
+        response = httpx.get(f"{self.url}/api/v1/calls",
+                             headers={"Authorization": f"Bearer {self.api_key}"}, timeout=30)
         assert response.status_code == 200, response.text
         return {call["run_id"] for call in response.json()["calls"]}
+
+    def open_card(self, tool: str | None = None,
+                  run_id: str | None = None) -> fake_slack.Message | None:
+        found = [m for m in self.cards() if (tool is None or tool in json.dumps(m.blocks))
+                 and (run_id is None or card_run(m) == run_id)]
+        return found[-1] if found else None
 
     async def wait_for_card(self, tool: str | None = None,
                             run_id: str | None = None) -> fake_slack.Message:
         async def posted() -> fake_slack.Message | None:
-            if run_id is None and self.own_cards:
-                return self.open_card(tool, runs=await self.key_runs())
             return self.open_card(tool, run_id)
 
         return await replicas.until(posted, timeout=30, what=f"an approval card for {tool}")
@@ -162,13 +159,3 @@ async def diff_card(served: Served, first: fake_slack.Message) -> fake_slack.Mes
 
     return await replicas.until(posted, timeout=30, what="the diff card")
 
-
-async def paused_then_changed(served: Served, run: Run, gate: Any, agent: Any,
-                              payments: Payments, total: float) -> fake_slack.Message:
-    """The agent started to its pause, the refund's total changed while the card waits, then
-    that (old) card approved: the card."""
-    assert isinstance(await gate.start(agent, run, "refund order A-1"), Paused)
-    first = await served.wait_for_card("refund_order", run.id)
-    payments.set_total("A-1", total)
-    await served.approve(first)
-    return first

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import httpx
@@ -38,6 +39,13 @@ def refund_call(run: Any, payments: Payments, **options: Any) -> Awaitable[Any]:
 
 async def settled(task: asyncio.Task[T]) -> T:
     return await asyncio.wait_for(task, timeout=60)
+
+
+@asynccontextmanager
+async def run_block(served: harness.Served, title: str) -> AsyncIterator[Run]:
+    """A run of the requester's in the client's ``run`` block (answered with ``run.answer``)."""
+    async with client(served) as so, so.run(requester=harness.REQUESTER, title=title) as run:
+        yield run
 
 
 async def changed_and_approved(served: harness.Served, run: Run, payments: Payments,
@@ -82,8 +90,7 @@ async def test_round__approved_call_runs_once_and_the_run_answers(
 
 async def test_round__declined_raises_with_the_reason_and_nothing_runs(
         server: harness.Served, payments: Payments) -> None:
-    async with client(server) as so, so.run(requester=harness.REQUESTER,
-                                            title="Refund for ticket 4412") as run:
+    async with run_block(server, "Refund for ticket 4412") as run:
         task = asyncio.create_task(refund_call(run, payments))
         await server.decline(await server.wait_for_card("refund_order", run.id), "over the limit")
         with pytest.raises(Declined) as declined:
@@ -97,8 +104,7 @@ async def test_round__declined_raises_with_the_reason_and_nothing_runs(
 
 async def test_round__expired_raises_expired_and_nothing_runs(
         server: harness.Served, payments: Payments) -> None:
-    async with client(server) as so, so.run(requester=harness.REQUESTER,
-                                            title="Refund nobody looks at") as run:
+    async with run_block(server, "Refund nobody looks at") as run:
         with pytest.raises(Expired):
             await asyncio.wait_for(refund_call(run, payments, ttl_minutes=0.05), timeout=60)
         run.answer = "expired"
@@ -107,8 +113,7 @@ async def test_round__expired_raises_expired_and_nothing_runs(
 
 async def test_round__guard_failing_at_execution_raises_blocked_and_nothing_runs(
         server: harness.Served, payments: Payments) -> None:
-    async with client(server) as so, so.run(requester=harness.REQUESTER,
-                                            title="Refund on a held order") as run:
+    async with run_block(server, "Refund on a held order") as run:
         task = asyncio.create_task(refund_call(run, payments))
         card = await server.wait_for_card("refund_order", run.id)
         payments.add_order("A-1", 40.0, hold=True)  # the world changes while the card waits
@@ -123,8 +128,7 @@ async def test_round__guard_failing_at_execution_raises_blocked_and_nothing_runs
 
 async def test_round__changed_preview_then_declined_raises_declined_changed(
         server: harness.Served, payments: Payments) -> None:
-    async with client(server) as so, so.run(requester=harness.REQUESTER,
-                                            title="Refund, total changes") as run:
+    async with run_block(server, "Refund, total changes") as run:
         task, second = await changed_and_approved(server, run, payments, 25.0)
         assert "25.00" in str(second.blocks), "the new card shows the changed total"
         assert payments.refunds() == [], "an approval of old details never executes"
@@ -140,8 +144,7 @@ async def test_round__changed_preview_then_declined_raises_declined_changed(
 
 async def test_round__changed_preview_then_approved_runs_once(
         server: harness.Served, payments: Payments) -> None:
-    async with client(server) as so, so.run(requester=harness.REQUESTER,
-                                            title="Refund, approved twice") as run:
+    async with run_block(server, "Refund, approved twice") as run:
         task, second = await changed_and_approved(server, run, payments, 30.0)
         await server.approve(second)
         result = await settled(task)

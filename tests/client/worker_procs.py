@@ -22,6 +22,7 @@ from signoff_client import Signoff
 
 from tests.acceptance import replicas
 from tests.client import harness
+from tests.client.refunds import Payments
 
 WORKER_COMMAND = str(Path(sys.executable).with_name("signoff-worker"))
 TARGET = "tests.client.worker_agents:worker"
@@ -133,6 +134,13 @@ class Scene:
 
     async def resumed(self) -> None:
         await cleared(self.pause, self.worker)
+
+    async def answered_with_one_refund(self, payments: Payments) -> None:
+        """Until the worker resumed the run: it answered, and the refund ran once."""
+        await self.resumed()
+        info = await self.run_info()
+        assert len(payments.refunds()) == 1
+        assert info["state"] == "answered"
 
     async def run_info(self) -> dict[str, Any]:
         async with Signoff(self.served.url, api_key=self.env["SIGNOFF_API_KEY"]) as so:
