@@ -39,6 +39,13 @@ async def module_server(tmp_path_factory: pytest.TempPathFactory
         yield served
 
 
+@pytest.fixture
+def keyed_server(module_server: harness.Served) -> harness.Served:
+    """The module's server with a key of the test's own: it sees only its own runs' cards, and
+    lists only its own calls."""
+    return module_server.with_own_key("client-test")
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def any_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A database at head on either dialect (a sync fixture: the PostgreSQL helpers run
