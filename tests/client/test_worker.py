@@ -318,9 +318,7 @@ async def test_example__the_worker_resumes_the_three_example_agents_after_they_e
                                      what="the three cards")
         for card in cards:
             await served.approve(card)
-        await replicas.until(lambda: _count(worker, "the run is answered", 3), timeout=60,
-                             what="the three runs answered")
-        log = worker.output()
+        log = await worker.logged("the run is answered", times=3)
     finally:
         worker.kill()
 
@@ -332,10 +330,6 @@ async def test_example__the_worker_resumes_the_three_example_agents_after_they_e
 async def _open_cards(served: harness.Served, n: int) -> list[Any]:
     cards = served.cards()
     return cards if len(cards) >= n else []
-
-
-async def _count(worker: WorkerProcess, text: str, n: int) -> bool:
-    return worker.output().count(text) >= n
 
 
 async def example(*args: str, env: dict[str, str], cwd: Path) -> str:

@@ -63,14 +63,19 @@ class WorkerProcess:
     def output(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
 
-    async def logged(self, text: str, timeout: float = 60) -> str:
+    async def logged(self, text: str, timeout: float = 60, times: int = 1) -> str:
+        """Until ``text`` is in the log ``times`` times; the log."""
         async def found() -> str | None:
-            assert self.proc.poll() is None or text in self.output(), \
+            seen = self.output().count(text) >= times
+            assert self.proc.poll() is None or seen, \
                 f"the worker exited ({self.proc.returncode}):\n{self.output()}"
-            return self.output() if text in self.output() else None
+            return self.output() if seen else None
 
-        return await replicas.until(found, timeout=timeout,
-                                    what=f"{text!r} in the worker's log")
+        try:
+            return await replicas.until(found, timeout=timeout,
+                                        what=f"{text!r} {times}x in the worker's log")
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\n{self.output()}") from None
 
     async def stop(self) -> int:
         """SIGTERM, as a process manager stops it; its exit code."""
