@@ -132,6 +132,10 @@ async def test_worker__a_first_format_pause_is_resumed_and_its_run_left_open(
     async with paused_agent_and_worker(served, tmp_path, "pydantic_ai", "legacy") as it:
         record = json.loads(it.pause.read_bytes())
         it.pause.write_text(json.dumps({"calls": record["calls"], **record["state"]}))
+        # A store of the first format is there when the worker starts: the running one may
+        # have read the record already.
+        it.restart()
+        await it.worker.logged("worker started", times=2)
         await served.approve(await it.card())
         await it.resumed()
         await it.worker.logged(f"run {it.run_id} resumed by the pydantic_ai agent "
