@@ -1,5 +1,9 @@
 """Fixtures for the client's tests: a real `signoff serve` on SQLite (and on PostgreSQL where
-a test asks for both), a key for it, and the test's payments system."""
+a test asks for both), a key for it, and the test's payments system.
+
+``module_server`` is one `signoff serve` for a whole module (its tests must run in the module's
+event loop, where the Slack stand-in lives: ``pytest.mark.asyncio(loop_scope="module")``);
+each of its tests starts runs of its own and finds its cards by run id."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from tests.client import harness
 from tests.client.refunds import Payments
@@ -24,6 +29,21 @@ def payments(tmp_path: Path) -> Payments:
 async def server(tmp_path: Path) -> AsyncIterator[harness.Served]:
     async with harness.served(harness.sqlite_db(tmp_path), tmp_path) as served:
         yield served
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_server(tmp_path_factory: pytest.TempPathFactory
+                        ) -> AsyncIterator[harness.Served]:
+    tmp = tmp_path_factory.mktemp("server")
+    async with harness.served(harness.sqlite_db(tmp), tmp) as served:
+        yield served
+
+
+@pytest.fixture
+def keyed_server(module_server: harness.Served) -> harness.Served:
+    """The module's server with a key of the test's own: it sees only its own runs' cards, and
+    lists only its own calls."""
+    return module_server.with_own_key("client-test")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

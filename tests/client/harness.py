@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import httpx
 from signoff_client import Run, Signoff
 
 from bot import ids
@@ -57,14 +59,32 @@ class Served:
     replica: replicas.Replica
     db_url: str
     api_key: str
+    #: Look for cards only among this key's runs (a test's own key on a shared server).
+    own_cards: bool = False
 
     @property
     def url(self) -> str:
         return self.replica.url
 
+    def with_own_key(self, name: str) -> Served:
+        """The same server with a new key of its own, whose cards are its runs' only."""
+        key = create_key(self.db_url, f"{name}-{secrets.token_hex(3)}", "*")
+        return replace(self, api_key=key, own_cards=True)
+
     def cards(self) -> list[fake_slack.Message]:
-        """Messages that carry Approve buttons now, oldest first."""
-        return [m for m in self.cluster.fake.messages() if replicas.has_buttons(m)]
+        """Messages that carry Approve buttons now, oldest first (with ``own_cards``, of this
+        key's runs only)."""
+        runs = self.key_runs() if self.own_cards else None
+        return [m for m in self.cluster.fake.messages() if replicas.has_buttons(m)
+                and (runs is None or card_run(m) in runs)]
+
+    def key_runs(self) -> set[str]:
+        """The runs of this key's calls, as the API lists them (a blocking read: the server
+        answers it without the Slack stand-in, so the test's loop may wait on it)."""
+        response = httpx.get(f"{self.url}/api/v1/calls",
+                             headers={"Authorization": f"Bearer {self.api_key}"}, timeout=30)
+        assert response.status_code == 200, response.text
+        return {call["run_id"] for call in response.json()["calls"]}
 
     def open_card(self, tool: str | None = None,
                   run_id: str | None = None) -> fake_slack.Message | None:
@@ -138,3 +158,4 @@ async def diff_card(served: Served, first: fake_slack.Message) -> fake_slack.Mes
         return card if card is not None and card.ts != first.ts else None
 
     return await replicas.until(posted, timeout=30, what="the diff card")
+

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +30,15 @@ from tests.client.mcp_harness import (
     text_of,
 )
 from tests.client.refunds import Payments
+
+# One `signoff serve` for the module, a key of its own for each test (see ``keyed_server``);
+# the tests on both dialects have their own servers, in their own loops.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest.fixture(name="server")
+def own_key_server(keyed_server: harness.Served) -> harness.Served:
+    return keyed_server
 
 
 async def test_gateway__lists_the_upstream_tools(
@@ -101,6 +106,7 @@ async def test_gateway__ungated_tool_passes_through_without_a_card(
     assert server.cards() == []
 
 
+@pytest.mark.asyncio(loop_scope="function")  # its own server per dialect
 async def test_gateway__upstream_tool_error_is_recorded_failed_and_returned_as_is(
         any_server: harness.Served, payments: Payments) -> None:
     too_much: dict[str, Any] = {"order_id": "A-1", "amount": 50.0}  # more than the order's 40.00
@@ -141,6 +147,7 @@ async def test_gateway_over_http__approved_once_and_declined_never(
     assert declined.is_error is True and "'enough refunds'" in text_of(declined)
 
 
+@pytest.mark.asyncio(loop_scope="function")  # its own server per dialect
 async def test_resumed_agent__the_same_named_call_never_runs_twice_nor_after_a_decline(
         any_server: harness.Served, payments: Payments) -> None:
     small: dict[str, Any] = {"order_id": "A-1", "amount": 5.0}
@@ -199,6 +206,7 @@ async def test_resumed_agent__a_gateway_killed_while_waiting_is_joined_not_asked
     assert cards_of_run(server, card) == [card.ts], "the same card, not a new one"
 
 
+@pytest.mark.asyncio(loop_scope="function")  # its own server per dialect
 async def test_named_call__the_same_key_with_other_arguments_is_refused_and_asks_nothing(
         any_server: harness.Served, payments: Payments) -> None:
     # The gateway dies while the card waits, and the card is approved with nobody there: the
@@ -269,23 +277,3 @@ async def test_gateway__a_malformed_call_name_is_refused_and_nothing_is_asked(
     assert result.is_error is True
     assert IDEMPOTENCY_META_KEY in text_of(result) and "did not run" in text_of(result)
     assert server.cards() == [] and payments.refunds() == []
-
-
-@pytest.mark.parametrize(("left_out", "said"), [
-    ("--api-key", "error: --api-key (or SIGNOFF_API_KEY) is required"),
-    ("--gate", "error: --gate GLOB is required: without it no tool would need approval"),
-])
-def test_gateway__without_a_required_flag_says_so_and_starts_nothing(
-        tmp_path: Path, left_out: str, said: str) -> None:
-    started = tmp_path / "started"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-    given = {"--gate": "*", "--api-key": "so_unused"}
-    flags = [part for flag, value in given.items() if flag != left_out for part in (flag, value)]
-    done = subprocess.run(
-        [sys.executable, "-m", "bot", "mcp-gateway", "--upstream", f"touch {started}", *flags,
-         "--url", "http://127.0.0.1:9", "--requester", harness.REQUESTER],
-        cwd=replicas.REPO, env=env, capture_output=True, text=True, timeout=60, check=False)
-
-    assert done.returncode == 2, done
-    assert done.stderr.splitlines() == [said], done
-    assert not started.exists()

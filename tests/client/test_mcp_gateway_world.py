@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 
 import pytest
@@ -18,7 +16,6 @@ from tests.client.mcp_harness import (
     ARGS,
     WORLD,
     gateway,
-    gateway_argv,
     http_gateway_process,
     next_card,
     settled,
@@ -26,12 +23,19 @@ from tests.client.mcp_harness import (
 )
 from tests.client.refunds import Payments
 
+pytestmark = pytest.mark.asyncio(loop_scope="module")  # shared as in test_mcp_gateway.py
+
 
 def set_note(payments: Payments, order_id: str, note: str) -> None:
     """A note on the order, which the example's preview tool shows on the card."""
     data = json.loads(payments.path.read_text())
     data["orders"][order_id]["note"] = note
     payments.path.write_text(json.dumps(data))
+
+
+@pytest.fixture(name="server")
+def own_key_server(keyed_server: harness.Served) -> harness.Served:
+    return keyed_server
 
 
 async def test_preview__the_card_shows_the_arguments_and_the_world(
@@ -48,6 +52,7 @@ async def test_preview__the_card_shows_the_arguments_and_the_world(
     assert result.is_error is not True and len(payments.refunds()) == 1
 
 
+@pytest.mark.asyncio(loop_scope="function")  # its own server per dialect
 async def test_preview__an_approval_of_a_changed_world_asks_again_then_runs_once(
         any_server: harness.Served, payments: Payments) -> None:
     async with gateway(any_server, payments, *WORLD) as session:
@@ -128,41 +133,6 @@ async def test_preview__a_failing_preview_tool_asks_nothing_and_runs_nothing(
     assert result.is_error is True
     assert "preview_refund failed" in text_of(result) and "no order 'Z-9'" in text_of(result)
     assert server.cards() == [] and payments.refunds() == []
-
-
-def start_gateway(payments: Payments, *options: str) -> subprocess.CompletedProcess[str]:
-    """The gateway started with ``options``, for flags it refuses before it serves anything."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-    argv = gateway_argv("http://127.0.0.1:9", "so_unused", payments, *options)
-    return subprocess.run([sys.executable, *argv], cwd=replicas.REPO, env=env,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
-                          check=False)
-
-
-@pytest.mark.parametrize(("options", "said"), [
-    (["--preview", "refund_*=preview_refnd"],
-     "error: --preview refund_*=preview_refnd: the upstream server has no tool "
-     "'preview_refnd' (it has: check_refund, lookup, preview_refund, refund_order)"),
-    (["--guard", "refund_*=refund_order"],
-     "error: --guard refund_*=refund_order: refund_order matches a --gate glob; a preview or "
-     "guard tool only reads, and must not need approval itself"),
-    (["--preview", "lookup*=preview_refund"],
-     "error: --preview lookup*=preview_refund: no gated upstream tool matches 'lookup*' "
-     "(gated: refund_order)"),
-])
-def test_flags__a_helper_that_does_not_fit_the_upstream_is_refused_at_start(
-        payments: Payments, options: list[str], said: str) -> None:
-    done = start_gateway(payments, *options)
-
-    assert done.returncode == 2, done
-    assert (done.stdout, done.stderr.splitlines()) == ("", [said]), done
-
-
-def test_flags__a_helper_without_its_tool_is_a_usage_error(payments: Payments) -> None:
-    done = start_gateway(payments, "--preview", "refund_order")
-
-    assert done.returncode == 2, done
-    assert "expected GLOB=TOOL, e.g. 'refund_*=preview_refund', got 'refund_order'" in done.stderr
 
 
 async def ask(url: str, amount: str) -> tuple[int, str]:

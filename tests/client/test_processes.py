@@ -8,16 +8,21 @@ import signal
 import subprocess
 import sys
 import venv
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from signoff_client import Signoff
 
 from tests.acceptance import replicas
 from tests.client import harness
 from tests.client.refunds import Payments
 
+# One `signoff serve` for the module; each test's agent has a key of its own, so a test sees
+# only its own cards and its own unknown calls.
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 AGENT = Path(__file__).with_name("standalone_agent.py")
 CLIENT_DIR = replicas.REPO / "client"
 
@@ -43,14 +48,12 @@ async def exited(proc: subprocess.Popen[bytes], log: Path, timeout: float = 90) 
     return output
 
 
-# The server's execution lease is 60 s: these wait for it to run out, then for the reaper.
-@pytest.mark.timeout(240)
-async def test_restart__agent_killed_after_the_refund_is_reconciled_not_rerun(
-        server: harness.Served, payments: Payments, tmp_path: Path) -> None:
-    agent = spawn_agent(sys.executable, server, payments, "ticket-kill", "hang",
-                        tmp_path / "agent.log")
+async def killed_after_the_refund(served: harness.Served, payments: Payments, run_key: str,
+                                  log: Path) -> None:
+    """An agent approved, then SIGKILLed once its refund is written: the call stays executing."""
+    agent = spawn_agent(sys.executable, served, payments, run_key, "hang", log)
     try:
-        await server.approve(await server.wait_for_card("refund_order"))
+        await served.approve(await served.wait_for_card("refund_order"))
 
         async def refunded() -> list[dict[str, Any]]:
             return payments.refunds()
@@ -60,6 +63,35 @@ async def test_restart__agent_killed_after_the_refund_is_reconciled_not_rerun(
         agent.send_signal(signal.SIGKILL)
         agent.wait(10)
 
+
+@dataclass
+class Killed:
+    served: harness.Served  #: the module's server, with the agent's own key
+    payments: Payments
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def killed(module_server: harness.Served,
+                 tmp_path_factory: pytest.TempPathFactory) -> dict[str, Killed]:
+    """Each crash test's agent, killed after its refund, both at the first crash test: the
+    server's execution lease is 60 s, so their leases run out together, not one after the
+    other."""
+    agents = {}
+    for run_key in ("ticket-kill", "ticket-reconcile"):
+        tmp = tmp_path_factory.mktemp(run_key)
+        payments = Payments(tmp / "payments.json")
+        payments.add_order("A-1", 40.0)
+        served = await asyncio.to_thread(module_server.with_own_key, run_key)
+        await killed_after_the_refund(served, payments, run_key, tmp / "agent.log")
+        agents[run_key] = Killed(served, payments)
+    return agents
+
+
+# These wait for the lease to run out, then for the reaper.
+@pytest.mark.timeout(240)
+async def test_restart__agent_killed_after_the_refund_is_reconciled_not_rerun(
+        killed: dict[str, Killed]) -> None:
+    server, payments = killed["ticket-kill"].served, killed["ticket-kill"].payments
     # The restarted agent asks for the same call in the same run: the lease runs out, the
     # call turns unknown, and its reconcile finds the refund the dead process made.
     async with Signoff(server.url, api_key=server.api_key) as so:
@@ -76,7 +108,8 @@ async def test_restart__agent_killed_after_the_refund_is_reconciled_not_rerun(
 
 @pytest.mark.slow
 async def test_fresh_venv__only_signoff_client_installed_does_a_round(
-        server: harness.Served, payments: Payments, tmp_path: Path) -> None:
+        module_server: harness.Served, payments: Payments, tmp_path: Path) -> None:
+    server = await asyncio.to_thread(module_server.with_own_key, "venv")
     env_dir = tmp_path / "venv"
     await asyncio.to_thread(venv.create, env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
@@ -105,20 +138,8 @@ async def test_fresh_venv__only_signoff_client_installed_does_a_round(
 
 @pytest.mark.timeout(240)
 async def test_reconcile__settles_the_keys_unknown_call_with_the_tools_reconcile(
-        server: harness.Served, payments: Payments, tmp_path: Path) -> None:
-    agent = spawn_agent(sys.executable, server, payments, "ticket-reconcile", "hang",
-                        tmp_path / "agent.log")
-    try:
-        await server.approve(await server.wait_for_card("refund_order"))
-
-        async def refunded() -> list[dict[str, Any]]:
-            return payments.refunds()
-
-        await replicas.until(refunded, timeout=30, what="the refund to be written")
-    finally:
-        agent.send_signal(signal.SIGKILL)
-        agent.wait(10)
-
+        killed: dict[str, Killed]) -> None:
+    server, payments = killed["ticket-reconcile"].served, killed["ticket-reconcile"].payments
     async with Signoff(server.url, api_key=server.api_key) as so:
         async def unknown() -> list[Any]:
             return await so.unknown_calls()

@@ -22,6 +22,7 @@ from signoff_client import Signoff
 
 from tests.acceptance import replicas
 from tests.client import harness
+from tests.client.refunds import Payments
 
 WORKER_COMMAND = str(Path(sys.executable).with_name("signoff-worker"))
 TARGET = "tests.client.worker_agents:worker"
@@ -62,14 +63,19 @@ class WorkerProcess:
     def output(self) -> str:
         return self.log.read_text() if self.log.exists() else ""
 
-    async def logged(self, text: str, timeout: float = 60) -> str:
+    async def logged(self, text: str, timeout: float = 60, times: int = 1) -> str:
+        """Until ``text`` is in the log ``times`` times; the log."""
         async def found() -> str | None:
-            assert self.proc.poll() is None or text in self.output(), \
+            seen = self.output().count(text) >= times
+            assert self.proc.poll() is None or seen, \
                 f"the worker exited ({self.proc.returncode}):\n{self.output()}"
-            return self.output() if text in self.output() else None
+            return self.output() if seen else None
 
-        return await replicas.until(found, timeout=timeout,
-                                    what=f"{text!r} in the worker's log")
+        try:
+            return await replicas.until(found, timeout=timeout,
+                                        what=f"{text!r} {times}x in the worker's log")
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\n{self.output()}") from None
 
     async def stop(self) -> int:
         """SIGTERM, as a process manager stops it; its exit code."""
@@ -133,6 +139,13 @@ class Scene:
 
     async def resumed(self) -> None:
         await cleared(self.pause, self.worker)
+
+    async def answered_with_one_refund(self, payments: Payments) -> None:
+        """Until the worker resumed the run: it answered, and the refund ran once."""
+        await self.resumed()
+        info = await self.run_info()
+        assert len(payments.refunds()) == 1
+        assert info["state"] == "answered"
 
     async def run_info(self) -> dict[str, Any]:
         async with Signoff(self.served.url, api_key=self.env["SIGNOFF_API_KEY"]) as so:
