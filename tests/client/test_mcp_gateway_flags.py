@@ -55,8 +55,12 @@ def start_gateway(payments: Payments, *options: str) -> subprocess.CompletedProc
     (["--preview", "lookup*=preview_refund"],
      "error: --preview lookup*=preview_refund: no gated upstream tool matches 'lookup*' "
      "(gated: refund_order)"),
+    # A typo'd glob next to a good one: the tool it meant would pass through unasked.
+    (["--gate", "refnd_*"],
+     "error: --gate refnd_*: matches no upstream tool (it has: check_refund, lookup, "
+     "preview_refund, refund_order), so it would gate nothing"),
 ])
-def test_flags__a_helper_that_does_not_fit_the_upstream_is_refused_at_start(
+def test_flags__a_helper_or_glob_that_does_not_fit_the_upstream_is_refused_at_start(
         payments: Payments, options: list[str], said: str) -> None:
     done = start_gateway(payments, *options)
 
