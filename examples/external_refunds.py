@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -49,21 +50,35 @@ PAYMENTS = Path(os.environ.get("REFUNDS_DEMO_FILE", "refunds-demo.json"))
 ORDERS = {"A-1": {"total": 40.0, "customer": "Henderson", "disputed": False}}
 
 
+#: A worker resumes several runs at once, each plain tool in a thread of its own: one writer
+#: at a time, or two refunds' read-modify-writes would lose one.
+_WRITING = threading.RLock()
+
+
 def load() -> dict[str, Any]:
-    if not PAYMENTS.exists():
-        PAYMENTS.write_text(json.dumps({"orders": ORDERS, "refunds": []}, indent=2))
+    with _WRITING:
+        if not PAYMENTS.exists():
+            _save({"orders": ORDERS, "refunds": []})
     data: dict[str, Any] = json.loads(PAYMENTS.read_text())
     return data
+
+
+def _save(data: dict[str, Any]) -> None:
+    """Replace the file whole, so a reader never sees half of it."""
+    partial = PAYMENTS.with_name(f".{PAYMENTS.name}.{threading.get_ident()}")
+    partial.write_text(json.dumps(data, indent=2))
+    os.replace(partial, PAYMENTS)
 
 
 def refund_order(order_id: str, amount: float) -> dict[str, Any]:
     """The write that needs a person's approval. Keyed, so a crash can be reconciled."""
     call = current_call()
-    data = load()
-    refund = {"id": f"re_{len(data['refunds']) + 1}", "order_id": order_id, "amount": amount,
-              "idempotency_key": call.idempotency_key if call else None}
-    data["refunds"].append(refund)
-    PAYMENTS.write_text(json.dumps(data, indent=2))
+    with _WRITING:
+        data = load()
+        refund = {"id": f"re_{len(data['refunds']) + 1}", "order_id": order_id,
+                  "amount": amount, "idempotency_key": call.idempotency_key if call else None}
+        data["refunds"].append(refund)
+        _save(data)
     return refund
 
 
