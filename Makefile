@@ -23,8 +23,8 @@ install: ## Create the venv (.venv) and install signoff with its dev extras, edi
 lint: ## ruff check.
 	$(VENV)/bin/ruff check .
 
-typecheck: ## mypy --strict on the three packages.
-	$(VENV)/bin/mypy --strict bot store resume client/signoff_client
+typecheck: ## mypy --strict on the packages, the client, the examples and the tests.
+	$(VENV)/bin/mypy --strict bot store resume client/signoff_client examples tests
 
 test: ## The README's test command.
 	$(VENV)/bin/pytest

@@ -99,7 +99,7 @@ async def _measure(c: Cluster, db: Database, reps: list[Replica], rounds: int,
     pairs = [("same replica", reps[0], reps[0])]
     if len(reps) > 1:
         pairs.append(("other replica", reps[0], reps[1]))
-    out = []
+    out: list[list[Any]] = []
     for name, agent, clicker in pairs:
         decided, whole = [], []
         for n in range(rounds):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
+import asyncpg  # untyped: pyproject.toml tells mypy so
 from sqlalchemy.engine import make_url
 
 from store import engine as store_engine

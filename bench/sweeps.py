@@ -22,7 +22,7 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import asyncpg  # type: ignore[import-untyped]  # asyncpg ships no type information
+import asyncpg  # untyped: pyproject.toml tells mypy so
 from sqlalchemy import Select
 from sqlalchemy.dialects import postgresql, sqlite
 

@@ -6,7 +6,7 @@ import functools
 import inspect
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -19,6 +19,9 @@ from signoff_client.rounds import settle_unknown
 from signoff_client.runs import Run
 from signoff_client.tools import EvidenceFn, GuardFn, PreviewFn, ReconcileFn, Tool
 from signoff_client.transport import Api
+
+#: What ``requires_approval`` makes of a function: a coroutine function (``create_task`` takes it).
+Gated = Callable[..., Coroutine[Any, Any, Any]]
 
 log = logging.getLogger("signoff_client")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,15 +53,15 @@ class Signoff:
                           guard: GuardFn | None = None, reconcile: ReconcileFn | None = None,
                           evidence: EvidenceFn | None = None,
                           approvers: Sequence[str] | None = None,
-                          ttl_minutes: float | None = None
-                          ) -> Callable[[Callable[..., Any]], Callable[..., Awaitable[Any]]]:
+                          ttl_minutes: float | None = None,
+                          ) -> Callable[[Callable[..., Any]], Gated]:
         """Gate a function: calling it inside ``async with so.run(...)`` does the whole round.
 
         The wrapper is always ``async`` (it waits for a person); the function itself may be
         plain or async. Its arguments, bound by name, are the call's arguments.
         """
 
-        def decorate(fn: Callable[..., Any]) -> Callable[..., Awaitable[Any]]:
+        def decorate(fn: Callable[..., Any]) -> Gated:
             tool = self.register(Tool(name=name or fn.__name__, execute=fn, preview=preview,
                                       guard=guard, reconcile=reconcile, evidence=evidence))
             signature = inspect.signature(fn)

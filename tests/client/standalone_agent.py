@@ -13,12 +13,16 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from refunds import Payments
 from signoff_client import Signoff
+
+# Run by path in a venv holding only signoff_client: its sibling module, not the tests package.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+if TYPE_CHECKING:
+    from tests.client.refunds import Payments
+else:
+    from refunds import Payments
 
 
 async def main(url: str, key: str, payments_path: str, run_key: str, mode: str) -> None:

@@ -52,10 +52,10 @@ async def test_gateway__lists_the_upstream_tools(
 
 async def test_gateway__approved_call_runs_upstream_once_after_the_card(
         server: harness.Served, payments: Payments) -> None:
-    progress: list[float] = []
+    reported: list[float] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append(value)
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reported.append(progress)
 
     async with gateway(server, payments) as session:
         task = asyncio.create_task(session.call_tool("refund_order", ARGS,
@@ -71,7 +71,7 @@ async def test_gateway__approved_call_runs_upstream_once_after_the_card(
     assert refund["order_id"] == "A-1" and refund["amount"] == 40.0
     assert result.is_error is not True, result
     assert text_of(result) == f"refunded 40.0 on A-1 as {refund['id']}"
-    assert progress, "the gateway sends progress while it waits"
+    assert reported, "the gateway sends progress while it waits"
 
 
 async def test_gateway__declined_call_is_a_tool_error_with_the_reason(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
@@ -31,7 +31,7 @@ def client(served: harness.Served) -> Signoff:
     return Signoff(served.url, api_key=served.api_key)
 
 
-def refund_call(run: Any, payments: Payments, **options: Any) -> Awaitable[Any]:
+def refund_call(run: Run, payments: Payments, **options: Any) -> Coroutine[Any, Any, Any]:
     return run.call("refund_order", ARGS, execute=payments.refund_order,
                     preview=payments.render, guard=payments.check,
                     reconcile=payments.find, **options)
