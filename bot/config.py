@@ -112,6 +112,12 @@ class Settings(SlackSettings):
         "Seconds without a heartbeat after which a running run is an orphan and is "
         "recovered by another process.",
     )
+    execution_lease_seconds: float = _positive(
+        runtime.EXECUTION_LEASE_SECONDS,
+        "SIGNOFF_EXECUTION_LEASE_SECONDS",
+        "Seconds an API agent's execution claim holds without a heartbeat or a result; "
+        "then the call is unknown, to be reconciled, never run again.",
+    )
     max_recovery_attempts: int = Field(
         runtime.MAX_RECOVERY_ATTEMPTS,
         validation_alias="SIGNOFF_MAX_RECOVERY_ATTEMPTS",
@@ -224,6 +230,11 @@ class Settings(SlackSettings):
     def orphan_after(self) -> timedelta:
         """Heartbeat age beyond which a running run is an orphan."""
         return timedelta(seconds=self.orphan_after_seconds)
+
+    @property
+    def execution_lease(self) -> timedelta:
+        """How long an API agent's execution claim holds unheard from."""
+        return timedelta(seconds=self.execution_lease_seconds)
 
     @property
     def retention(self) -> timedelta:

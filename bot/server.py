@@ -89,6 +89,7 @@ async def build_server(
             app=app or load_app(settings.app),
             suspension_ttl=settings.suspension_ttl,
             orphan_after=settings.orphan_after,
+            execution_lease=settings.execution_lease,
             max_recovery_attempts=settings.max_recovery_attempts,
             retention=settings.retention,
             approvals_channel=settings.approvals_channel,

@@ -101,7 +101,7 @@ def not_approved(call: ApiCall) -> ApiRefused:
 async def _claim(rt: Runtime, run: Run, call: ApiCall) -> ExecutionClaimed | ApiRefused:
     now = rt.now()
     key = external.idempotency_key(run.id, call.call_id)
-    lease = external.LEASE_SECONDS
+    lease = rt.execution_lease.total_seconds()
     change = RunChange(
         expect=(RunState.running,),
         charge_spend_usd=call.spend_usd,

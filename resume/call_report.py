@@ -12,7 +12,6 @@ call is executing.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any, Literal
 
 from resume import external, outbox
@@ -73,7 +72,7 @@ async def report(
 
 
 async def heartbeat(rt: Runtime, key: ApiKey, run_id: str, call_id: str) -> CallState | ApiRefused:
-    """Extend an executing call's lease by ``external.LEASE_SECONDS`` from now."""
+    """Extend an executing call's lease by ``rt.execution_lease`` from now."""
     found = await _call(rt, key, run_id, call_id)
     if isinstance(found, ApiRefused):
         return found
@@ -81,7 +80,7 @@ async def heartbeat(rt: Runtime, key: ApiKey, run_id: str, call_id: str) -> Call
     now = rt.now()
     moved = await api_calls.move(
         rt.db, run_id, call_id, expect=(CallStatus.executing,), run=RunChange(), now=now,
-        values={"lease_until": now + timedelta(seconds=external.LEASE_SECONDS)},
+        values={"lease_until": now + rt.execution_lease},
     )
     if moved is None:
         current = await api_calls.get(rt.db, run_id, call_id)

@@ -21,10 +21,6 @@ from store.transitions import Effects
 
 Row = outbox.Row
 
-#: How long an execution claim holds without a heartbeat or a result.
-LEASE_SECONDS = 60.0
-
-
 def allows_tool(key: ApiKey, tool: str) -> bool:
     """The key's globs cover ``tool`` (``refund_*``, ``*``)."""
     return any(fnmatch.fnmatchcase(tool, glob) for glob in key.tools)

@@ -29,6 +29,10 @@ SUSPENSION_TTL = timedelta(minutes=SUSPENSION_TTL_MINUTES)
 #: A running run whose heartbeat is older than this is an orphan: its holder died or hangs.
 ORPHAN_AFTER_SECONDS = 90
 ORPHAN_AFTER = timedelta(seconds=ORPHAN_AFTER_SECONDS)
+#: How long an external agent's execution claim holds without a heartbeat or a result;
+#: then the call is ``unknown`` (the agent's client heartbeats well within it).
+EXECUTION_LEASE_SECONDS = 60
+EXECUTION_LEASE = timedelta(seconds=EXECUTION_LEASE_SECONDS)
 #: Takeovers of one run before it fails ``recovery_exhausted``.
 MAX_RECOVERY_ATTEMPTS = 2
 #: How long answered, halted and failed runs are kept before they are purged.
@@ -64,6 +68,7 @@ class Runtime:
     owner_id: str = field(default_factory=new_owner_id)
     suspension_ttl: timedelta = SUSPENSION_TTL
     orphan_after: timedelta = ORPHAN_AFTER
+    execution_lease: timedelta = EXECUTION_LEASE
     max_recovery_attempts: int = MAX_RECOVERY_ATTEMPTS
     retention: timedelta = RETENTION
     grant: GrantPolicy = field(default_factory=GrantPolicy)

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import venv
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,18 @@ from tests.client.refunds import Payments
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 AGENT = Path(__file__).with_name("standalone_agent.py")
 CLIENT_DIR = replicas.REPO / "client"
+#: The module's server's execution lease: the crash tests wait this long (and a reaper pass)
+#: for a killed agent's claim to run out, not the default minute.
+LEASE_SECONDS = 5
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_server(tmp_path_factory: pytest.TempPathFactory
+                        ) -> AsyncIterator[harness.Served]:
+    tmp = tmp_path_factory.mktemp("server")
+    async with harness.served(harness.sqlite_db(tmp), tmp,
+                              SIGNOFF_EXECUTION_LEASE_SECONDS=str(LEASE_SECONDS)) as served:
+        yield served
 
 
 def spawn_agent(python: str, served: harness.Served, payments: Payments, run_key: str,
@@ -74,8 +87,7 @@ class Killed:
 async def killed(module_server: harness.Served,
                  tmp_path_factory: pytest.TempPathFactory) -> dict[str, Killed]:
     """Each crash test's agent, killed after its refund, both at the first crash test: the
-    server's execution lease is 60 s, so their leases run out together, not one after the
-    other."""
+    leases run out together, not one after the other."""
     agents = {}
     for run_key in ("ticket-kill", "ticket-reconcile"):
         tmp = tmp_path_factory.mktemp(run_key)
