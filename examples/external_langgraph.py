@@ -44,9 +44,9 @@ class Ticket(TypedDict, total=False):
     outcome: str
 
 
-async def refund_node(ticket: Ticket) -> Ticket:
+async def refund_node(state: Ticket) -> Ticket:  # LangGraph names it `state`
     try:
-        refund = await gate.call("refund_order", {"order_id": ticket["order_id"], "amount": 40.0},
+        refund = await gate.call("refund_order", {"order_id": state["order_id"], "amount": 40.0},
                                  execute=refund_order, preview=render_refund,
                                  guard=check_refund, reconcile=find_refund)
     except NotApproved as refusal:
@@ -55,10 +55,8 @@ async def refund_node(ticket: Ticket) -> Ticket:
 
 
 def graph_builder() -> StateGraph[Ticket]:
-    builder = StateGraph(Ticket)
-    # langgraph's add_node overloads do not match an async node on a total=False TypedDict
-    # under mypy, though LangGraph runs it as documented.
-    builder.add_node("refund", refund_node)  # type: ignore[call-overload]
+    builder: StateGraph[Ticket] = StateGraph(Ticket)
+    builder.add_node("refund", refund_node)
     builder.add_edge(START, "refund")
     builder.add_edge("refund", END)
     return builder
