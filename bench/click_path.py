@@ -209,37 +209,53 @@ def _caller_name(frame: FrameType) -> str:
     return caller.f_code.co_name if caller is not None else "?"
 
 
+async def traced(database_url: str) -> Trace:
+    """One signed Approve click on a fresh world on ``database_url``, traced."""
+    async with harness.bot_world(database_url) as world:
+        await world.command(harness.REP, f"ask {harness.ASK}")
+        await world.deliver()
+        [run] = await runs.list_runs(world.db, limit=1)
+        body = world.click_body(harness.REP, ids.APPROVE_ACTION, run.pending_token or "")
+        trace = Trace()
+        sys.setprofile(trace)
+        try:
+            await world.post(body)
+            await world.settle()
+        finally:
+            sys.setprofile(None)
+    return trace
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with harness.bot_world(f"sqlite+aiosqlite:///{tmp}/signoff.db") as world:
-            await world.command(harness.REP, f"ask {harness.ASK}")
-            await world.deliver()
-            [run] = await runs.list_runs(world.db, limit=1)
-            body = world.click_body(harness.REP, ids.APPROVE_ACTION, run.pending_token or "")
-            trace = Trace()
-            sys.setprofile(trace)
-            try:
-                await world.post(body)
-                await world.settle()
-            finally:
-                sys.setprofile(None)
+        trace = await traced(f"sqlite+aiosqlite:///{tmp}/signoff.db")
     if not trace.tool_ran:
         raise SystemExit("the tool never ran in the click's context: nothing measured")
     report(trace)
 
 
+def twice(stack: list[str]) -> bool:
+    """A file is on the stack twice (entered again through other code)."""
+    return len(stack) != len(set(stack))
+
+
+def downward(stack: list[str]) -> bool:
+    """The stack's layers run bot > resume > store, never back."""
+    layers = [LAYERS.index(_layer(p)) for p in stack]
+    return layers == sorted(layers)
+
+
 def report(trace: Trace) -> None:
     path = list(dict.fromkeys(p for _, stack in trace.stacks for p in stack))
-    once = all(len(stack) == len(set(stack)) for _, stack in trace.stacks)
-    downward = all([LAYERS.index(_layer(p)) for p in stack]
-                   == sorted(LAYERS.index(_layer(p)) for p in stack) for _, stack in trace.stacks)
+    once = not any(twice(stack) for _, stack in trace.stacks)
+    down = all(downward(stack) for _, stack in trace.stacks)
     print("The path: the files on the stack at each thing the click does")
     shown = list(dict.fromkeys((what, " > ".join(stack)) for what, stack in trace.stacks))
     for what, stack_text in shown:
         print(f"    {what:44} {stack_text}")
     print(f"path: {len(path)} files ({_per_layer(path)}): {', '.join(path)}")
     print(f"each file once on every stack: {'yes' if once else 'no'}; "
-          f"every stack runs bot > resume > store: {'yes' if downward else 'no'}")
+          f"every stack runs bot > resume > store: {'yes' if down else 'no'}")
     consulted = [p for p in trace.order if p not in path]
     print(f"consulted on the way (called, and returned): {len(consulted)} files")
     for p in consulted:
