@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import httpx
 
 from signoff_client import errors
-from signoff_client.context import current_run
+from signoff_client.context import current_run, running
 from signoff_client.models import Call, CallStatus, Limits, RunInfo
 from signoff_client.rounds import settle_unknown
 from signoff_client.runs import Run
@@ -103,16 +103,13 @@ class Signoff:
         """
         run = await self.start_run(requester=requester, title=title, limits=limits,
                                    idempotency_key=idempotency_key, requires=requires)
-        token = current_run.set(run)
-        try:
-            yield run
-        except BaseException as exc:
-            await run.close(exc)
-            raise
-        else:
+        with running(run):
+            try:
+                yield run
+            except BaseException as exc:
+                await run.close(exc)
+                raise
             await run.close(None)
-        finally:
-            current_run.reset(token)
 
     async def unknown_calls(self) -> list[Call]:
         _, body = await self.api.request("GET", "/calls", params={"status": "unknown"})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -22,6 +24,16 @@ class CallContext:
 
 current_run: ContextVar[Run | None] = ContextVar("signoff_current_run", default=None)
 _current_call: ContextVar[CallContext | None] = ContextVar("signoff_current_call", default=None)
+
+
+@contextmanager
+def running(run: Run) -> Iterator[Run]:
+    """``run`` is the current run for the code inside (per task: one gate serves many runs)."""
+    token = current_run.set(run)
+    try:
+        yield run
+    finally:
+        current_run.reset(token)
 
 
 def current_call() -> CallContext | None:

@@ -136,8 +136,7 @@ class Round:
         return Call.model_validate(answer)
 
     async def _get(self, wait: int = 0) -> Call:
-        _, answer = await self.api.request("GET", self.path, params={"wait": wait})
-        return Call.model_validate(answer)
+        return await call_status(self.api, self.ask.run_id, self.ask.call_id, wait=wait)
 
     async def _claim(self) -> Call | _Done:
         """Re-render, re-check, then ask for the one execution; run it if this caller won."""
@@ -253,11 +252,16 @@ async def recorded_result(api: Api, run_id: str, call: Call) -> Any:
     return None
 
 
+async def call_status(api: Api, run_id: str, call_id: str, *, wait: int = 0) -> Call:
+    """The call as it stands, after one long-poll of up to ``wait`` seconds while pending."""
+    _, answer = await api.request("GET", f"/runs/{run_id}/calls/{call_id}",
+                                  params={"wait": wait})
+    return Call.model_validate(answer)
+
+
 async def decision(api: Api, run_id: str, call_id: str, *, wait: bool = True) -> Call:
     """The call once someone decided (or, with ``wait=False``, as it stands now)."""
-    path = f"/runs/{run_id}/calls/{call_id}"
     while True:
-        _, answer = await api.request("GET", path, params={"wait": MAX_WAIT if wait else 0})
-        call = Call.model_validate(answer)
+        call = await call_status(api, run_id, call_id, wait=MAX_WAIT if wait else 0)
         if call.status is not CallStatus.pending or not wait:
             return call

@@ -34,9 +34,9 @@ from langgraph.types import Command, interrupt
 from signoff_client import errors
 from signoff_client.adapters.pauses import Paused as Paused
 from signoff_client.adapters.pauses import Pauses, PausingGate
-from signoff_client.context import current_run
-from signoff_client.models import CallStatus, JsonObject
-from signoff_client.rounds import Ask, Round, decision
+from signoff_client.context import current_run, running
+from signoff_client.models import JsonObject
+from signoff_client.rounds import Ask, Round
 from signoff_client.runs import Run, default_call_id
 from signoff_client.tools import EvidenceFn, ExecuteFn, GuardFn, PreviewFn, ReconcileFn, Tool
 
@@ -83,7 +83,8 @@ class LangGraphGate(PausingGate):
         state = await self._invoke(graph, run, graph_input, config)
         # Each pause is recorded as it happens, so a worker can take over if this process dies.
         while isinstance(settled := self._settle(run, config, state), Paused):
-            command = await _decisions(run, settled.call_ids)
+            command = await self._command(run, settled.call_ids, wait=True)
+            assert command is not None  # waiting: every call is decided
             state = await self._invoke(graph, run, command, config)
         return settled
 
@@ -109,11 +110,19 @@ class LangGraphGate(PausingGate):
             config, calls = self._paused_thread(run)
         else:
             calls = interrupted_calls(state)
-        statuses = await _decisions(run, calls, wait=wait)
-        if statuses is None:
+        command = await self._command(run, calls, wait=wait)
+        if command is None:
             return Paused(run.id, calls)
-        state = await self._invoke(graph, run, statuses, config)
+        state = await self._invoke(graph, run, command, config)
         return self._settle(run, config, state, keep_pause)
+
+    async def _command(self, run: Run, calls: list[str], *, wait: bool) -> Command[Any] | None:
+        """``Command(resume={call_id: status})`` once every call is decided; None while one is
+        pending (only when not waiting)."""
+        decided = await self._decided(run, calls, wait=wait)
+        if decided is None:
+            return None
+        return Command(resume={call.call_id: call.status.value for call in decided})
 
     def _paused_thread(self, run: Run) -> tuple[dict[str, Any], list[str]]:
         record = self._pause_of(run)
@@ -121,11 +130,8 @@ class LangGraphGate(PausingGate):
 
     async def _invoke(self, graph: Any, run: Run, graph_input: Any,
                       config: dict[str, Any]) -> Any:
-        token = current_run.set(run)
-        try:
+        with running(run):
             return await graph.ainvoke(graph_input, config)
-        finally:
-            current_run.reset(token)
 
     def _settle(self, run: Run, config: dict[str, Any], state: Any,
                 keep_pause: bool = False) -> Any:
@@ -134,18 +140,6 @@ class LangGraphGate(PausingGate):
             self._ended(run, keep_pause)
             return state
         return self._paused_on(run, calls, {"configurable": _thread(config)})
-
-
-async def _decisions(run: Run, calls: list[str], *, wait: bool = True) -> Command[Any] | None:
-    """``Command(resume={call_id: status})`` once every call is decided; None while one is
-    pending (only when not waiting)."""
-    statuses = {}
-    for call_id in calls:
-        call = await decision(run.api, run.id, call_id, wait=wait)
-        if call.status is CallStatus.pending:
-            return None
-        statuses[call_id] = call.status.value
-    return Command(resume=statuses)
 
 
 def _thread(config: dict[str, Any]) -> dict[str, Any]:

@@ -31,9 +31,9 @@ from agents.tool_context import ToolContext
 from signoff_client import errors
 from signoff_client.adapters.pauses import Paused as Paused
 from signoff_client.adapters.pauses import Pauses, PausingGate
-from signoff_client.context import current_run
+from signoff_client.context import current_run, running
 from signoff_client.models import Call, CallStatus
-from signoff_client.rounds import Ask, Round, decision
+from signoff_client.rounds import Ask, Round
 from signoff_client.runs import Run
 from signoff_client.tools import EvidenceFn, GuardFn, PreviewFn, ReconcileFn, Tool
 
@@ -102,10 +102,10 @@ class OpenAIAgentsGate(PausingGate):
         ``keep_pause`` the pause record outlives the agent's end (a worker clears it once it has
         finished the run)."""
         record = self._pause_of(run)
-        calls = {call_id: await decision(run.api, run.id, call_id, wait=wait)
-                 for call_id in record.calls}
-        if any(call.status is CallStatus.pending for call in calls.values()):
+        decided = await self._decided(run, record.calls, wait=wait)
+        if decided is None:
             return Paused(run.id, list(record.calls))
+        calls = {call.call_id: call for call in decided}
         state = await RunState.from_json(agent, record.state["state"])
         for item in state.get_interruptions():
             call = calls.get(item.call_id or "")
@@ -133,11 +133,8 @@ class OpenAIAgentsGate(PausingGate):
 
 
 async def _run_as(run: Run, agent: Agent[Any], input: Any, **options: Any) -> RunResult:
-    token = current_run.set(run)
-    try:
+    with running(run):
         return await Runner.run(agent, input, **options)
-    finally:
-        current_run.reset(token)
 
 
 def _refusal(call: Call) -> str | None:

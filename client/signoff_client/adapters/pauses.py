@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from signoff_client import errors
+from signoff_client.models import Call, CallStatus
+from signoff_client.rounds import decision
 from signoff_client.runs import Run
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
@@ -126,6 +128,16 @@ class PausingGate:
         if record is None or record.adapter != self.ADAPTER:
             raise errors.SignoffError(f"run {run.id} has no {self.PAUSED}")
         return record
+
+    async def _decided(self, run: Run, call_ids: list[str], *, wait: bool) -> list[Call] | None:
+        """Each call once decided; None while one is still pending (only when not waiting)."""
+        decided = []
+        for call_id in call_ids:
+            call = await decision(run.api, run.id, call_id, wait=wait)
+            if call.status is CallStatus.pending:
+                return None
+            decided.append(call)
+        return decided
 
     def _ended(self, run: Run, keep_pause: bool) -> None:
         """The agent ended: its pause is over (kept, for a worker that clears it only once

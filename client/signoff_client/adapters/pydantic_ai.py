@@ -36,9 +36,9 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from signoff_client import errors
 from signoff_client.adapters.pauses import Paused as Paused
 from signoff_client.adapters.pauses import Pauses, PausingGate
-from signoff_client.context import current_run
+from signoff_client.context import current_run, running
 from signoff_client.models import Call, CallStatus
-from signoff_client.rounds import Ask, Round, decision
+from signoff_client.rounds import Ask, Round
 from signoff_client.runs import Run
 from signoff_client.tools import EvidenceFn, GuardFn, PreviewFn, ReconcileFn, Tool
 
@@ -114,11 +114,8 @@ class PydanticAIGate(PausingGate, Generic[AgentDepsT]):
 
     async def start(self, agent: Agent[AgentDepsT, Any], run: Run, prompt: str,
                     **options: Any) -> AgentRunResult[Any] | Paused:
-        token = current_run.set(run)
-        try:
+        with running(run):
             result = await agent.run(prompt, **options)
-        finally:
-            current_run.reset(token)
         return await self._settle(run, result)
 
     async def resume(self, agent: Agent[AgentDepsT, Any], run: Run, *, wait: bool = True,
@@ -128,18 +125,14 @@ class PydanticAIGate(PausingGate, Generic[AgentDepsT]):
         ``keep_pause`` the pause record outlives the agent's end (a worker clears it once it has
         finished the run)."""
         record = self._pause_of(run)
-        calls = [await decision(run.api, run.id, call_id, wait=wait)
-                 for call_id in record.calls]
-        if any(call.status is CallStatus.pending for call in calls):
+        calls = await self._decided(run, record.calls, wait=wait)
+        if calls is None:
             return Paused(run.id, list(record.calls))
-        token = current_run.set(run)
-        try:
+        with running(run):
             result = await agent.run(
                 message_history=ModelMessagesTypeAdapter.validate_json(
                     record.state["messages"]),
                 deferred_tool_results=_results(calls), **options)
-        finally:
-            current_run.reset(token)
         return await self._settle(run, result, keep_pause)
 
     async def _settle(self, run: Run, result: AgentRunResult[Any],

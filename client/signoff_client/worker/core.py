@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from signoff_client import errors
 from signoff_client.adapters.pauses import BadPause, ListedPauses, PauseRecord, load_record
 from signoff_client.client import Signoff
-from signoff_client.models import Call, CallStatus, RunInfo
+from signoff_client.models import CallStatus, RunInfo
+from signoff_client.rounds import call_status
 from signoff_client.runs import Run
 from signoff_client.transport import MAX_WAIT, Api
 from signoff_client.worker import agents
@@ -171,7 +172,8 @@ class Worker:
                          run_id, info.state, extra={"action": "worker_run_ended",
                                                     "run_id": run_id, "state": info.state})
                 return []
-            calls = [await self._call(run_id, call_id) for call_id in record.calls]
+            calls = [await call_status(self._api(), run_id, call_id)
+                     for call_id in record.calls]
         except errors.SignoffError as exc:
             if isinstance(exc, errors.ApiError) and exc.status == 404:
                 self._unresumable(run_id, "signoff has no such run or call for this "
@@ -236,7 +238,7 @@ class Worker:
                 if self._wake.is_set():
                     return
                 with contextlib.suppress(errors.SignoffError):  # the next pass reads again
-                    if (await self._call(run_id, call_id, wait=MAX_WAIT)).status \
+                    if (await call_status(self._api(), run_id, call_id, wait=MAX_WAIT)).status \
                             is not CallStatus.pending:
                         self._wake.set()
 
@@ -283,9 +285,4 @@ class Worker:
         if self._signoff is None:
             raise errors.SignoffError("the worker is not serving: call serve() first")
         return self._signoff.api
-
-    async def _call(self, run_id: str, call_id: str, wait: int = 0) -> Call:
-        _, body = await self._api().request("GET", f"/runs/{run_id}/calls/{call_id}",
-                                            params={"wait": wait})
-        return Call.model_validate(body)
 
